@@ -1,0 +1,72 @@
+"""What every CLI command shares: the store it opens and how errors become one line.
+
+Invariant: a user mistake never prints a traceback; ``run`` turns known errors into
+``memagent: <message>`` on stderr with exit status 1 (click keeps 2 for usage).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from memagent.agent import config
+from memagent.vfs import SqlStore, open_store
+from memagent.vfs.errors import VfsError
+from memagent.vfs.scopes import AgentView
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Ctx:
+    """Lazily opened store, shared by the commands of one invocation."""
+
+    def __init__(self, db: str | None) -> None:
+        self.db_option = db
+        self._store: SqlStore | None = None
+
+    @property
+    def url(self) -> str:
+        return config.db_url(self.db_option)
+
+    @property
+    def store(self) -> SqlStore:
+        if self._store is None:
+            self._store = open_store(self.url)
+        return self._store
+
+    def view(self, agent: str | None) -> AgentView:
+        name = config.agent_name(agent)
+        self.store.require_agent(name)
+        return AgentView(self.store, name, user=config.user_id(), org=config.org_id())
+
+
+def fail(message: str) -> None:
+    click.echo(f"memagent: {message}", err=True)
+    sys.exit(1)
+
+
+def handled(fn: F) -> F:
+    """Run a command, turning user-facing errors into one line and exit 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except VfsError as exc:
+            # Validation errors carry a summary line plus one line per problem.
+            fail(str(exc))
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+agent_option = click.option(
+    "--agent", "-a", "agent", default=None, metavar="AGENT",
+    help="Agent whose memory to use (default: $MEMAGENT_AGENT or 'default').",
+)

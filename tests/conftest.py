@@ -1,0 +1,85 @@
+"""Shared fixtures: an isolated data directory, and stores on SQLite and Postgres.
+
+``store`` is parametrized over both databases. Postgres needs a server:
+``MEMAGENT_TEST_PG_URL`` (``scripts/test`` starts a throwaway one). Without it the
+Postgres cases are skipped locally, but under CI (``CI=true``) they fail, so CI can
+never pass without exercising Postgres.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from memagent.vfs import SqlStore, open_store
+
+PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data directory and no stray configuration."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("MEMAGENT_HOME", str(home))
+    for var in ("MEMAGENT_DB", "MEMAGENT_AGENT", "MEMAGENT_MODEL", "MEMAGENT_ORG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MEMAGENT_USER", "tester")
+    return home
+
+
+def _need_pg() -> str:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("MEMAGENT_TEST_PG_URL is not set; CI must test against Postgres")
+        pytest.skip("no Postgres server (set MEMAGENT_TEST_PG_URL or run scripts/test)")
+    return PG_URL
+
+
+@pytest.fixture
+def fresh_pg_url() -> Iterator[str]:
+    """A brand-new, empty Postgres database, dropped afterwards."""
+    base = _need_pg()
+    name = "t_" + uuid.uuid4().hex[:12]
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(base).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database URL of the requested backend (indirect parametrization)."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'memagent.db'}"
+    else:
+        yield request.getfixturevalue("fresh_pg_url")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'memagent.db'}"
+    else:
+        yield request.getfixturevalue("fresh_pg_url")
+
+
+@pytest.fixture
+def store(backend_url: str) -> Iterator[SqlStore]:
+    s = open_store(backend_url)
+    s.create_agent("a")
+    yield s
+    s.engine.dispose()

@@ -1,0 +1,113 @@
+"""``memagent init / agents / fs ...`` end to end, as a person runs them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_helpers import err, out, run
+
+AGENTS = "# Rules\n- Use bullet points.\n"
+
+
+def test_round_trip_on_fresh_home() -> None:
+    p = run("init", "demo")
+    assert p.returncode == 0 and "created agent 'demo'" in out(p)
+    assert out(run("agents")) == "demo  (1 file)\n"
+
+    p = run("fs", "write", "/AGENTS.md", "--agent", "demo", stdin=AGENTS)
+    assert p.returncode == 0, err(p)
+    assert out(p) == f"wrote /AGENTS.md (version 2, {len(AGENTS)} bytes)\n"
+    assert run("fs", "cat", "/AGENTS.md", "-a", "demo").stdout == AGENTS.encode()
+
+    p = run("fs", "edit", "/AGENTS.md", "bullet points", "short bullet points", "-a", "demo")
+    assert out(p) == "edited /AGENTS.md (version 3)\n"
+    assert out(run("fs", "grep", "bullet", "-a", "demo")) == "/AGENTS.md:2:- Use short bullet points.\n"
+    assert out(run("fs", "grep", "-l", "Rules", "-a", "demo")) == "/AGENTS.md\n"
+    assert out(run("fs", "grep", "zebra", "-a", "demo")) == "No matches found.\n"
+
+    run("fs", "write", "/knowledge/people/ann.md", "-a", "demo", stdin="Ann likes tea\n")
+    assert out(run("fs", "glob", "**/*.md", "-a", "demo")) == "/AGENTS.md\n/knowledge/people/ann.md\n"
+    assert out(run("fs", "ls", "-a", "demo")) == "AGENTS.md  (50 B)\nknowledge/  (1 file)\n"
+
+    log = out(run("fs", "log", "/AGENTS.md", "-a", "demo")).splitlines()
+    assert [line.split()[0] for line in log] == ["v3", "v2", "v1"]
+    assert "cli" in log[0] and "UTC" in log[0]
+
+    p = run("fs", "rm", "/AGENTS.md", "-a", "demo")
+    assert "deleted /AGENTS.md (version 4)" in out(p)
+    p = run("fs", "cat", "/AGENTS.md", "-a", "demo")
+    assert p.returncode == 1 and "was deleted" in err(p)
+
+    p = run("fs", "revert", "/AGENTS.md", "--to", "2", "-a", "demo")
+    assert out(p) == "reverted /AGENTS.md to version 2 (now version 5)\n"
+    assert run("fs", "cat", "/AGENTS.md", "-a", "demo").stdout == AGENTS.encode()
+
+    diff = out(run("fs", "diff", "/AGENTS.md", "--from", "2", "--to", "3", "-a", "demo"))
+    assert "-- Use bullet points." in diff and "+- Use short bullet points." in diff
+
+
+def test_agent_from_environment() -> None:
+    run("init", "envy")
+    p = run("fs", "ls", env={"MEMAGENT_AGENT": "envy"})
+    assert p.returncode == 0 and "AGENTS.md" in out(p)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (("fs", "cat", "../../etc/passwd"), None, "goes above the root"),
+        (("fs", "cat", "/a/../../b"), None, "goes above the root"),
+        (("fs", "cat", "/a\x01b"), None, "control character"),
+        (("fs", "cat", "/" + "x" * 2000), None, "at most 255 bytes"),
+        (("fs", "cat", "/" + "/".join(["y" * 200] * 10)), None, "longer than 1024 bytes"),
+        (("fs", "write", "/x.md"), b"\xff\xfeabc", "not UTF-8"),
+        (("fs", "cat", "/missing.md"), None, "no file at /missing.md"),
+        (("fs", "edit", "/AGENTS.md", "absent", "x"), None, "0 matches"),
+        (("fs", "edit", "/AGENTS.md", "o", "x"), None, "appears 2 times"),
+        (("fs", "revert", "/AGENTS.md", "--to", "7"), None, "has no version 7"),
+        (("fs", "write", "/AGENTS.md", "--expect-version", "1"), "new", "changed since you read it"),
+    ],
+)
+def test_bad_input_one_line_nothing_changed(args: tuple[str, ...], stdin: bytes | str | None,
+                                            message: str) -> None:
+    run("init", "demo")
+    run("fs", "write", "/AGENTS.md", "-a", "demo", stdin="two o's: one, two\n")
+    before = run("fs", "log", "/AGENTS.md", "-a", "demo").stdout
+    p = run(*args, "--agent", "demo", stdin=stdin)
+    assert p.returncode == 1
+    lines = err(p).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memagent: ") and message in lines[0]
+    assert "Traceback" not in err(p)
+    assert run("fs", "log", "/AGENTS.md", "-a", "demo").stdout == before
+    assert run("fs", "glob", "**", "-a", "demo").stdout == b"/AGENTS.md\n"
+
+
+def test_unknown_agent() -> None:
+    p = run("fs", "ls", "--agent", "ghost")
+    assert p.returncode == 1
+    assert err(p) == (
+        "memagent: no agent named 'ghost'; create it with `memagent init ghost` "
+        "or list agents with `memagent agents`\n"
+    )
+
+
+def test_unreachable_postgres() -> None:
+    p = run("--db", "postgresql+psycopg://nobody@127.0.0.1:1/none", "agents")
+    assert p.returncode == 1 and len(err(p).splitlines()) == 1
+    assert "cannot open the database" in err(p) and "Traceback" not in err(p)
+
+
+def test_bad_db_url() -> None:
+    p = run("--db", "not a url", "agents")
+    assert p.returncode == 1 and "is not a SQLAlchemy URL" in err(p)
+
+
+def test_usage_error_exits_2() -> None:
+    p = run("fs", "revert", "/AGENTS.md")
+    assert p.returncode == 2 and "--to" in err(p)
+
+
+def test_db_upgrade() -> None:
+    p = run("db", "upgrade")
+    assert p.returncode == 0 and out(p) == "database upgraded from empty to 0002\n"
+    assert out(run("db", "upgrade")) == "database already at revision 0002\n"

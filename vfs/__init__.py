@@ -1,0 +1,17 @@
+"""The virtual filesystem: versioned files in scopes, stored in SQLite or Postgres.
+
+Entry point: ``open_store(url)`` migrates the database and returns a ``SqlStore``.
+This package never imports ``memagent.agent``.
+"""
+
+from __future__ import annotations
+
+from memagent.vfs.db import connect
+from memagent.vfs.store import SqlStore, Store, Validator
+
+
+def open_store(url: str, *, validator: Validator | None = None, migrate: bool = True) -> SqlStore:
+    return SqlStore(connect(url, migrate=migrate), validator=validator)
+
+
+__all__ = ["SqlStore", "Store", "open_store"]
