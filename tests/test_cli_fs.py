@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memagent.vfs.db import HEAD
 from tests.cli_helpers import err, out, run
 
 AGENTS = "# Rules\n- Use bullet points.\n"
@@ -109,5 +110,5 @@ def test_usage_error_exits_2() -> None:
 
 def test_db_upgrade() -> None:
     p = run("db", "upgrade")
-    assert p.returncode == 0 and out(p) == "database upgraded from empty to 0002\n"
-    assert out(run("db", "upgrade")) == "database already at revision 0002\n"
+    assert p.returncode == 0 and out(p) == f"database upgraded from empty to {HEAD}\n"
+    assert out(run("db", "upgrade")) == f"database already at revision {HEAD}\n"
