@@ -28,7 +28,7 @@ def test_round_trip_on_fresh_home() -> None:
 
     run("fs", "write", "/knowledge/people/ann.md", "-a", "demo", stdin="Ann likes tea\n")
     assert out(run("fs", "glob", "**/*.md", "-a", "demo")) == "/AGENTS.md\n/knowledge/people/ann.md\n"
-    assert out(run("fs", "ls", "-a", "demo")) == "AGENTS.md  (50 B)\nknowledge/  (1 file)\n"
+    assert out(run("fs", "ls", "-a", "demo")) == "AGENTS.md  (35 B)\nknowledge/  (1 file)\n"
 
     log = out(run("fs", "log", "/AGENTS.md", "-a", "demo")).splitlines()
     assert [line.split()[0] for line in log] == ["v3", "v2", "v1"]
@@ -64,7 +64,7 @@ def test_agent_from_environment() -> None:
         (("fs", "write", "/x.md"), b"\xff\xfeabc", "not UTF-8"),
         (("fs", "cat", "/missing.md"), None, "no file at /missing.md"),
         (("fs", "edit", "/AGENTS.md", "absent", "x"), None, "0 matches"),
-        (("fs", "edit", "/AGENTS.md", "o", "x"), None, "appears 2 times"),
+        (("fs", "edit", "/AGENTS.md", "apples", "x"), None, "appears 2 times"),
         (("fs", "revert", "/AGENTS.md", "--to", "7"), None, "has no version 7"),
         (("fs", "write", "/AGENTS.md", "--expect-version", "1"), "new", "changed since you read it"),
     ],
@@ -72,7 +72,7 @@ def test_agent_from_environment() -> None:
 def test_bad_input_one_line_nothing_changed(args: tuple[str, ...], stdin: bytes | str | None,
                                             message: str) -> None:
     run("init", "demo")
-    run("fs", "write", "/AGENTS.md", "-a", "demo", stdin="two o's: one, two\n")
+    run("fs", "write", "/AGENTS.md", "-a", "demo", stdin="apples and apples\n")
     before = run("fs", "log", "/AGENTS.md", "-a", "demo").stdout
     p = run(*args, "--agent", "demo", stdin=stdin)
     assert p.returncode == 1

@@ -212,7 +212,8 @@ def test_ls(store: SqlStore) -> None:
 def test_glob(store: SqlStore) -> None:
     for p in ["/AGENTS.md", "/skills/a.md", "/skills/b.txt", "/skills/deep/c.md",
               "/knowledge/people/ann.md", "/knowledge/x.json"]:
-        store.write(S, p, "{}" if p.endswith(".json") else "text")
+        body = "---\nname: a\ndescription: does a\n---\nbody\n" if p == "/skills/a.md" else "text"
+        store.write(S, p, "{}" if p.endswith(".json") else body)
     assert store.glob(S, "**/*.md") == ["/AGENTS.md", "/knowledge/people/ann.md",
                                         "/skills/a.md", "/skills/deep/c.md"]
     assert store.glob(S, "skills/*.md") == ["/skills/a.md"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memagent.vfs import paths
-from memagent.vfs.errors import NotFound, ReadOnly
+from memagent.vfs.errors import NotFound, ReadOnly, ValidationFailed
 from memagent.vfs.store import Store
 from memagent.vfs.types import Change, Entry, FileContent, FileInfo, GrepResult, Revision
 from memagent.vfs.search import DEFAULT_LIMIT
@@ -164,6 +164,14 @@ class AgentView:
         return self.store.diff(t.scope, t.path, from_version, to_version)
 
     # -- writes ---------------------------------------------------------------
+
+    def check(self, path: str, content: str) -> None:
+        """Validate ``content`` for ``path`` without writing (errors name the view path)."""
+        t = self._file(path, write=True)
+        try:
+            self.store.validate(t.path, content)
+        except ValidationFailed as exc:
+            raise ValidationFailed(t.outer(t.path), exc.problems) from None
 
     def _outer(self, t: Target, c: Change) -> Change:
         return Change(t.outer(c.path), c.version, c.before, c.after)

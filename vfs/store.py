@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Connection, Engine, and_, insert, select, update
+from sqlalchemy import Connection, Engine, and_, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import db, paths
@@ -118,6 +118,10 @@ class Store(Protocol):
     def revision_content(self, scope: str, path: str, version: int) -> str | None: ...
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None) -> str: ...
     def all_files(self, scope: str) -> list[FileInfo]: ...
+    def validate(self, path: str, content: str) -> None: ...
+    def generation(self, scope: str) -> int: ...
+    def bulk_write(self, scope: str, files: Mapping[str, str], *, author: str = "import",
+                   approval: str = "cli", message: str = "") -> list[Change]: ...
 
 
 class SqlStore:
@@ -237,6 +241,15 @@ class SqlStore:
         lines = content.splitlines(keepends=True)
         chosen = lines[offset : None if limit is None else offset + limit]
         return FileContent(path, "".join(chosen), row.version, total, offset, len(chosen))
+
+    def generation(self, scope: str) -> int:
+        """A number that grows with every mutation in ``scope`` (the sum of versions).
+
+        Lets callers cache what they derive from memory and rebuild only after a change.
+        """
+        with self._read() as conn:
+            total = conn.scalar(select(func.sum(files.c.version)).where(files.c.scope == scope))
+        return int(total or 0)
 
     def all_files(self, scope: str) -> list[FileInfo]:
         with self._read() as conn:
@@ -379,6 +392,10 @@ class SqlStore:
         )
 
     # -- writing ------------------------------------------------------------
+
+    def validate(self, path: str, content: str) -> None:
+        """Raise ``ValidationFailed`` if ``content`` may not be stored at ``path``."""
+        self._validate(path, content)
 
     def _validate(self, path: str, content: str) -> None:
         problems = self.validator(path, content)
@@ -524,6 +541,17 @@ class SqlStore:
                 self._guard_dir(conn, scope, path)
             return self._commit(conn, scope, path, row, rev.content, author=author,
                                 approval=approval, message=message or f"revert to version {to_version}")
+
+    def bulk_write(self, scope: str, files: Mapping[str, str], *, author: str = "import",
+                   approval: str = "cli", message: str = "") -> list[Change]:
+        """Create or overwrite many files in one transaction, one revision each.
+
+        All or nothing: every path and content is checked first (see ``vfs.bulk``).
+        Returns the changes in path order.
+        """
+        from memagent.vfs.bulk import bulk_write
+
+        return bulk_write(self, scope, files, author=author, approval=approval, message=message)
 
 
 def _guard_parents(conn: Connection, scope: str, path: str) -> None:
