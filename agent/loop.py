@@ -114,20 +114,23 @@ class Agent:
         self._ensure_thread()
         self._add({"role": "user", "content": [{"type": "text", "text": user_text}]})
         total = Usage()
+        costs: list[float | None] = []
         texts: list[str] = []
         steps = 0
         try:
             while True:
                 response = self._call_model()
                 total.add(response.usage)
+                # Priced per request: long-context rates apply per request, not per turn.
                 cost = cost_usd(response.model, response.usage)
+                costs.append(cost)
                 self._add({"role": "assistant", "content": response.content},
                           usage=response.usage, cost=cost)
                 if response.text:
                     texts.append(response.text)
                 uses = response.tool_uses
                 if not uses:
-                    return self._result(texts, steps, total, response.stop_reason)
+                    return self._result(texts, steps, total, costs, response.stop_reason)
                 results = self._run_tools(uses)
                 self._add({"role": "user", "content": results})
                 steps += 1
@@ -135,10 +138,10 @@ class Agent:
                     texts.append(
                         f"[stopped after {steps} tool steps in one turn; say 'continue' to let "
                         "the agent go on]")
-                    return self._result(texts, steps, total, "step_limit")
+                    return self._result(texts, steps, total, costs, "step_limit")
         except KeyboardInterrupt:
             self._close_dangling()
-            return self._result(texts, steps, total, "interrupted")
+            return self._result(texts, steps, total, costs, "interrupted")
 
     def _run_tools(self, uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
@@ -179,8 +182,10 @@ class Agent:
                 {"type": "tool_result", "tool_use_id": u["id"], "is_error": True,
                  "content": "interrupted by the user before this ran"} for u in uses]})
 
-    def _result(self, texts: list[str], steps: int, usage: Usage, stop: str) -> TurnResult:
-        cost = cost_usd(self.model.name, usage)
+    def _result(self, texts: list[str], steps: int, usage: Usage, costs: list[float | None],
+                stop: str) -> TurnResult:
+        known = [c for c in costs if c is not None]
+        cost = sum(known) if known else None
         return TurnResult("\n\n".join(t for t in texts if t), steps, usage, cost, stop)
 
     def new_thread(self) -> None:

@@ -17,10 +17,12 @@ Invariants:
   errors). They are made visible through the SDK's public middleware hook,
   which runs once per HTTP attempt inside the SDK's retry loop and sees each
   error response before the SDK sleeps; ``on_retry`` is called there, before
-  the wait. An error *event* inside an already-open stream (the API's
-  ``overloaded_error`` mid-stream) is outside the SDK's retry loop; it is
-  retried here, with the same budget, but only while no text has been passed
-  to ``on_text`` (a retry after visible output would repeat it).
+  the wait. A failure inside an already-open stream (the API's
+  ``overloaded_error`` event mid-stream, or a body that ends before
+  ``message_stop``) is outside the SDK's retry loop; it is retried here, with
+  the same budget, but only while no text has been passed to ``on_text`` (a
+  retry after visible output would repeat it). A cut-off stream is never
+  returned as if it were a complete answer.
 - API key and base URL come from the SDK's own environment variables
   (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_BASE_URL``).
 """
@@ -372,11 +374,20 @@ def _with_tool_cache_breakpoint(tools: list[dict[str, Any]]) -> list[dict[str, A
 
 
 class _MidStreamError(Exception):
-    """An ``error`` event after the stream opened; ``emitted`` = text already shown."""
+    """The stream opened but did not finish: an ``error`` event (``error``) or a
+    broken connection / missing ``message_stop`` (``broken``). ``emitted`` says
+    whether text already went to ``on_text``."""
 
-    def __init__(self, error: anthropic.APIStatusError, emitted: bool) -> None:
-        super().__init__(str(error))
+    def __init__(
+        self,
+        *,
+        emitted: bool,
+        error: anthropic.APIStatusError | None = None,
+        broken: str = "",
+    ) -> None:
+        super().__init__(str(error) if error is not None else broken)
         self.error = error
+        self.broken = broken
         self.emitted = emitted
 
 
@@ -401,7 +412,14 @@ class AnthropicModel:
         self.name = name
         self.stream = stream
         self.max_retries = max_retries
-        base = client if client is not None else anthropic.Anthropic()
+        try:
+            base = client if client is not None else anthropic.Anthropic()
+        except anthropic.AnthropicError as err:
+            # e.g. the SDK's credential chain found a broken or missing profile.
+            raise ModelError(
+                "cannot set up the model client (set ANTHROPIC_API_KEY, or fix the "
+                f"SDK's credentials profile): {err}"
+            ) from None
         # ``copy`` keeps the caller's credentials/base URL and applies our retry
         # budget and timeout; the notifier goes last so it sees raw attempts.
         self._client = base.copy(
@@ -447,25 +465,25 @@ class AnthropicModel:
                         message = self._client.messages.create(**params)
                     return _to_response(message, self.name)
                 except _MidStreamError as mid:
-                    err_type, msg = _api_error_detail(mid.error)
-                    status = _RETRYABLE_STREAM_ERRORS.get(err_type)
-                    if status is not None and not mid.emitted and stream_retries < self.max_retries:
+                    what = self._mid_stream_retry_reason(mid)
+                    if what and not mid.emitted and stream_retries < self.max_retries:
                         delay = min(self._stream_retry_base * 2.0**stream_retries, _MAX_RETRY_DELAY)
                         stream_retries += 1
                         if on_retry is not None:
                             on_retry(
                                 _retry_note(
-                                    f"{_describe_status(status)} during the stream",
-                                    delay,
-                                    True,
-                                    stream_retries + 1,
-                                    self.max_retries + 1,
+                                    what, delay, True, stream_retries + 1, self.max_retries + 1
                                 )
                             )
                         time.sleep(delay)
                         continue
-                    raise self._error_from_status(
-                        mid.error, attempts=stream_retries + 1, partial=mid.emitted
+                    if mid.error is not None:
+                        raise self._error_from_status(
+                            mid.error, attempts=stream_retries + 1, partial=mid.emitted
+                        ) from None
+                    shown = " after part of the answer was shown" if mid.emitted else ""
+                    raise ModelError(
+                        f"the connection to the model API broke off{shown}: {mid.broken}; try again"
                     ) from None
                 except anthropic.APIStatusError as err:
                     raise self._error_from_status(err, attempts=state.attempts) from None
@@ -505,9 +523,10 @@ class AnthropicModel:
 
     def _stream_once(self, params: dict[str, Any], on_text: Callable[[str], None] | None) -> Any:
         emitted = False
+        finished = False
         # Opening the stream (the HTTP request and its retries) raises SDK errors
-        # directly; errors while reading events are tagged as mid-stream. The
-        # iterator is advanced by hand so that only the SDK's own errors are
+        # directly; failures while reading events become _MidStreamError. The
+        # iterator is advanced by hand so that only the SDK's own failures are
         # translated: whatever ``on_text`` raises stays the caller's.
         with self._client.messages.stream(**params) as stream:
             events = iter(stream)
@@ -516,12 +535,18 @@ class AnthropicModel:
                     event = next(events)
                 except StopIteration:
                     break
-                except anthropic.APIStatusError as err:
-                    raise _MidStreamError(err, emitted) from None
+                except anthropic.APIStatusError as err:  # an ``error`` event
+                    raise _MidStreamError(emitted=emitted, error=err) from None
                 except ValueError as err:
                     # The SDK could not parse the tool input JSON it accumulated.
                     raise ModelError(f"the model API sent unreadable tool input: {err}") from None
-                if (
+                except Exception as err:  # transport errors while reading the body
+                    raise _MidStreamError(
+                        emitted=emitted, broken=_one_line(f"{type(err).__name__}: {err}")
+                    ) from None
+                if event.type == "message_stop":
+                    finished = True
+                elif (
                     event.type == "content_block_delta"
                     and event.delta.type == "text_delta"
                     and event.delta.text
@@ -529,7 +554,22 @@ class AnthropicModel:
                     emitted = True
                     if on_text is not None:
                         on_text(event.delta.text)
+            if not finished:
+                # The body ended early (connection closed): what arrived is a
+                # fragment, not an answer, whatever the partial snapshot says.
+                raise _MidStreamError(
+                    emitted=emitted, broken="the stream ended before message_stop"
+                )
             return stream.get_final_message()
+
+    @staticmethod
+    def _mid_stream_retry_reason(mid: _MidStreamError) -> str | None:
+        """How to announce a retry of this mid-stream failure; None if not retryable."""
+        if mid.error is None:
+            return "the answer stream broke off"
+        err_type, _ = _api_error_detail(mid.error)
+        status = _RETRYABLE_STREAM_ERRORS.get(err_type)
+        return f"{_describe_status(status)} during the stream" if status is not None else None
 
     def _error_from_status(
         self, err: anthropic.APIStatusError, *, attempts: int, partial: bool = False

@@ -91,7 +91,9 @@ def cost_usd(model: str, usage: Usage) -> float | None:
     """Estimated cost in USD of ``usage`` on ``model``; None for an unknown model.
 
     ``usage.input_tokens`` excludes cached tokens (that is how the API reports
-    it), so the four counts are priced independently and summed.
+    it), so the four counts are priced independently and summed. Call it once
+    per response and add the costs: a price band can depend on the size of one
+    request's prompt, which summed usage no longer shows.
     """
     price = price_for(model)
     if price is None:

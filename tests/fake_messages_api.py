@@ -20,9 +20,9 @@ Invariants:
 - Nothing is ever invented: an empty script answers 500 with a message naming
   the problem and ``x-should-retry: false``, so a test that enqueued too few
   responses fails at once and loudly instead of hanging or retrying.
-- A request without ``x-api-key`` (or ``Authorization``) gets 401
-  ``authentication_error``, like the real API; ``require_key`` makes a wrong
-  key a 401 too.
+- A request without a credential (``x-api-key``, or ``Authorization: Bearer``
+  as recent SDKs send the API key) gets 401 ``authentication_error``, like the
+  real API; ``require_key`` makes a wrong key a 401 too.
 - Usage numbers are plausible: input tokens ~ request size / 4, and prompt
   caching is simulated: the prefix up to the last ``cache_control`` breakpoint
   is a cache write the first time that exact prefix is seen, a cache read
@@ -54,7 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["FakeMessagesAPI", "ScriptError", "ScriptMessage", "StreamError"]
+__all__ = ["ConnectionDrop", "FakeMessagesAPI", "ScriptError", "ScriptMessage", "StreamError"]
 
 DEFAULT_RETRY_AFTER_MS = 10
 
@@ -92,7 +92,18 @@ class StreamError:
     before: list[dict[str, Any]] = field(default_factory=list)
 
 
-ScriptItem = ScriptMessage | ScriptError | StreamError | Callable[[dict[str, Any]], Any]
+@dataclass
+class ConnectionDrop:
+    """The server hangs up: a stream stops after ``before`` blocks with no
+    ``message_delta`` / ``message_stop``; a plain request gets no answer at all."""
+
+    before: list[dict[str, Any]] = field(default_factory=list)
+
+
+ScriptItem = (
+    ScriptMessage | ScriptError | StreamError | ConnectionDrop | Callable[[dict[str, Any]], Any]
+)
+Answer = ScriptMessage | ScriptError | StreamError | ConnectionDrop
 
 
 def _tokens(obj: Any) -> int:
@@ -144,8 +155,12 @@ class FakeMessagesAPI:
 
     def start(self) -> FakeMessagesAPI:
         if self._thread is None:
+            # A short poll interval so close() (shutdown) returns quickly.
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="fake-messages-api", daemon=True
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.02},
+                name="fake-messages-api",
+                daemon=True,
             )
             self._thread.start()
         return self
@@ -230,14 +245,29 @@ class FakeMessagesAPI:
         before = [{"type": "text", "text": text_before}] if text_before else []
         self.enqueue(StreamError(type, message, status, before))
 
+    def enqueue_connection_drop(self, *, text_before: str | None = None) -> None:
+        """Script a hang-up (see ``ConnectionDrop``)."""
+        self.enqueue(ConnectionDrop([{"type": "text", "text": text_before}] if text_before else []))
+
     def enqueue_callable(self, fn: Callable[[dict[str, Any]], Any]) -> None:
         """``fn(body)`` decides the answer: a message dict (at least ``content``), a
         string (a text answer), or ``("error", status, type, message)``."""
         self.enqueue(fn)
 
+    @staticmethod
+    def api_key_of(headers: dict[str, str]) -> str | None:
+        """The credential a request carried: ``x-api-key``, or an ``Authorization:
+        Bearer`` token (recent SDKs send ``ANTHROPIC_API_KEY`` that way)."""
+        if headers.get("x-api-key"):
+            return headers["x-api-key"]
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer ") and auth[7:].strip():
+            return auth[7:].strip()
+        return None
+
     # -- answering -----------------------------------------------------------
 
-    def _next_item(self, body: dict[str, Any]) -> ScriptMessage | ScriptError | StreamError:
+    def _next_item(self, body: dict[str, Any]) -> Answer:
         with self._lock:
             item = self._script.popleft() if self._script else None
             number = len(self.requests)
@@ -249,7 +279,7 @@ class FakeMessagesAPI:
                 "(the test enqueued too few responses)",
                 {"x-should-retry": "false"},
             )
-        if isinstance(item, ScriptMessage | ScriptError | StreamError):
+        if isinstance(item, Answer):
             return item
         result = item(body)
         if isinstance(result, str):
@@ -257,7 +287,7 @@ class FakeMessagesAPI:
         if isinstance(result, tuple) and result and result[0] == "error":
             _, status, err_type, message = result
             return ScriptError(int(status), str(err_type), str(message))
-        if isinstance(result, ScriptMessage | ScriptError | StreamError):
+        if isinstance(result, Answer):
             return result
         if isinstance(result, dict) and isinstance(result.get("content"), list):
             return ScriptMessage(
@@ -328,7 +358,9 @@ class FakeMessagesAPI:
             "request_id": f"req_fake_{next(self._ids):04d}",
         }
 
-    def _events(self, body: dict[str, Any], item: ScriptMessage | StreamError) -> list[Any]:
+    def _events(
+        self, body: dict[str, Any], item: ScriptMessage | StreamError | ConnectionDrop
+    ) -> list[Any]:
         """The SSE events for ``item`` as (event name, data) pairs."""
         blocks = item.content if isinstance(item, ScriptMessage) else item.before
         full = item if isinstance(item, ScriptMessage) else ScriptMessage(blocks)
@@ -341,6 +373,8 @@ class FakeMessagesAPI:
             events.extend(self._block_events(index, block))
         if isinstance(item, StreamError):
             events.append(("error", self._error_body(item)))
+            return events
+        if isinstance(item, ConnectionDrop):
             return events
         events.append(
             (
@@ -418,8 +452,8 @@ class FakeMessagesAPI:
                         self, ScriptError(404, "not_found_error", f"no route for {path}")
                     )
                     return
-                key = self.headers.get("x-api-key")
-                if not key and not self.headers.get("authorization"):
+                key = api.api_key_of({k.lower(): v for k, v in self.headers.items()})
+                if not key:
                     api._send_error(
                         self,
                         ScriptError(401, "authentication_error", "x-api-key header is required"),
@@ -440,6 +474,9 @@ class FakeMessagesAPI:
             self._send_error(handler, item)
             return
         if not body.get("stream"):
+            if isinstance(item, ConnectionDrop):
+                handler.close_connection = True
+                return  # no status line at all: the client sees the socket close
             if isinstance(item, StreamError):
                 self._send_error(handler, ScriptError(item.status, item.type, item.message))
                 return
