@@ -1,0 +1,41 @@
+"""Starter agents shipped in ``skills_templates/templates/<name>/``.
+
+A template is a folder of memory files copied verbatim into a new agent; the copy
+is validated like any write, so a broken template cannot create a broken agent.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+from memagent.vfs.errors import VfsError
+
+DEFAULT_TEMPLATE = "empty"
+
+
+def _root() -> Traversable:
+    return resources.files("memagent.skills_templates").joinpath("templates")
+
+
+def names() -> list[str]:
+    return sorted(p.name for p in _root().iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def files(name: str) -> dict[str, str]:
+    """The template's files as {memory path: content}."""
+    if name not in names():
+        raise VfsError(f"no template named {name!r}; choose one of: {', '.join(names())}")
+    out: dict[str, str] = {}
+
+    def walk(node: Traversable, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.name.startswith(("_", ".")):
+                continue
+            if child.is_dir():
+                walk(child, f"{prefix}/{child.name}")
+            else:
+                out[f"{prefix}/{child.name}"] = child.read_text("utf-8")
+
+    walk(_root().joinpath(name), "")
+    return out
