@@ -8,6 +8,7 @@ turn into a pending user message after an interruption, keeping roles alternatin
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,7 +80,7 @@ class ThreadStore:
         items = self.list(agent, 1)
         return items[0].id if items else None
 
-    def load(self, thread_id: str) -> list[dict[str, Any]]:
+    def load(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(messages.c.role, messages.c.content)
@@ -91,8 +92,8 @@ class ThreadStore:
                cost_usd: float | None = None) -> None:
         now = _now()
         with self.engine.begin() as conn:
-            seq = conn.scalar(select(func.coalesce(func.max(messages.c.seq), 0))
-                              .where(messages.c.thread_id == thread_id)) + 1
+            last = conn.scalar(select(func.max(messages.c.seq)).where(messages.c.thread_id == thread_id))
+            seq = (last or 0) + 1
             conn.execute(insert(messages).values(
                 thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
                 usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
@@ -114,7 +115,7 @@ class ThreadStore:
             conn.execute(insert(events).values(thread_id=thread_id, kind=kind, data=data,
                                                created_at=_now()))
 
-    def events(self, thread_id: str) -> list[tuple[str, dict[str, Any]]]:
+    def events(self, thread_id: str) -> builtins.list[tuple[str, dict[str, Any]]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(events.c.kind, events.c.data)
                                 .where(events.c.thread_id == thread_id).order_by(events.c.id))

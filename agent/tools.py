@@ -105,7 +105,8 @@ class ToolBox:
             known = ", ".join(d["name"] for d in DEFINITIONS)
             return ToolResult(f"unknown tool {name!r}; the tools are: {known}", True)
         try:
-            return handler(**args)  # type: ignore[no-any-return]
+            result: ToolResult = handler(**args)
+            return result
         except TypeError as exc:
             return ToolResult(f"bad arguments for {name}: {exc}; see the tool's input schema", True)
         except VfsError as exc:

@@ -11,7 +11,10 @@ from tests.agent_helpers import last_tool_result, make_agent, system_text
 
 S = "agent:a"
 YES, ALWAYS = Decision("approve"), Decision("always")
-SKILL = "---\nname: notes\ndescription: Summarise notes into bullets. Use for meeting notes.\n---\n# Notes\n1. Bullets.\n"
+SKILL = (
+    "---\nname: notes\ndescription: Summarise notes into bullets. Use for meeting notes.\n---\n"
+    "# Notes\n1. Bullets.\n"
+)
 
 
 def test_plain_text_turn_persists_thread(store: SqlStore) -> None:

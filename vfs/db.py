@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, S
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0002"
+HEAD = "0003"
 # Execution option that marks a connection whose transaction will write.
 WRITE = "memagent_write"
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from memagent.vfs import paths
 from memagent.vfs.errors import NotFound, ReadOnly, ValidationFailed
+from memagent.vfs.search import DEFAULT_LIMIT
 from memagent.vfs.store import Store
 from memagent.vfs.types import Change, Entry, FileContent, FileInfo, GrepResult, Revision
-from memagent.vfs.search import DEFAULT_LIMIT
 
 MOUNTS = ("user", "org", "conversations")
 
