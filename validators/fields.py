@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from .base import Problem
 from .frontmatter_doc import FrontmatterDoc
 
 MAX_NAME = 64
+MAX_DESCRIPTION = 1024
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 RULE = (
     "A name is 1-64 characters of lowercase letters a-z, digits and hyphens, "
@@ -48,12 +50,31 @@ def key_location(doc: FrontmatterDoc, key: str) -> str:
     return f"frontmatter key '{key}'" + (f" (line {line})" if line else "")
 
 
+def describe(value: Any) -> str:
+    """What a YAML value turned out to be, in words ("a number", "a list")."""
+    if value is None or value == "":
+        return "empty"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, datetime.date):
+        return "a date"
+    if isinstance(value, str):
+        return "only whitespace"
+    return f"a {type(value).__name__}"
+
+
 def _reasons(name: str) -> list[str]:
     reasons = []
     if not name:
         reasons.append("it is empty")
     if len(name) > MAX_NAME:
-        reasons.append(f"it is {len(name)} characters long (the maximum is {MAX_NAME})")
+        reasons.append(f"it is {len(name)} characters long, over the maximum of {MAX_NAME}")
     if re.search(r"[^a-z0-9-]", name):
         reasons.append("it has characters other than lowercase a-z, digits and hyphens")
     if name.startswith("-") or name.endswith("-"):
@@ -89,77 +110,106 @@ def check_name(
     loc = key_location(doc, "name")
     if "name" not in doc.data:
         problems.append(
-            Problem(loc, f"is missing. Add the line `name: {target}` to the frontmatter; "
-                    "it must equal the file name without .md.", kind)
+            Problem(
+                loc,
+                f"is missing. Add the line `name: {target}` to the frontmatter; "
+                "it must equal the file name without .md.",
+                kind,
+            )
         )
         return problems
     value = doc.data["name"]
     if not isinstance(value, str):
-        problems.append(
-            Problem(loc, f"must be text, not {type(value).__name__} ({short(value)}). "
-                    f"Write `name: {target}`.", kind)
-        )
+        problems.append(Problem(loc, f"must be text, but it is {describe(value)}. Write `name: {target}`.", kind))
         return problems
     if not is_valid_name(value):
         problems.append(
-            Problem(loc, f"'{short(value)}' is not a valid {kind} name "
-                    f"({'; '.join(_reasons(value))}). {RULE}: write `name: {target}`.", kind)
+            Problem(
+                loc,
+                f"'{short(value)}' is not a valid {kind} name "
+                f"({'; '.join(_reasons(value))}). {RULE}: write `name: {target}`.",
+                kind,
+            )
         )
     elif stem_ok and value != expected:
         problems.append(
-            Problem(loc, f"'{value}' does not match the file name: it must be '{expected}' "
-                    f"because the file is {path_for(expected)}. Either set `name: {expected}` "
-                    f"or move the file to {path_for(value)}.", kind)
+            Problem(
+                loc,
+                f"'{value}' does not match the file name: it must be '{expected}' "
+                f"because the file is {path_for(expected)}. Either set `name: {expected}` "
+                f"or move the file to {path_for(value)}.",
+                kind,
+            )
         )
     return problems
 
 
-MAX_DESCRIPTION = 1024
-
-
 def check_description(doc: FrontmatterDoc, kind: str) -> list[Problem]:
     loc = key_location(doc, "description")
-    what = "what this skill does and when to use it" if kind == "skill" else (
-        f"what this {kind} does and when to use it"
-    )
+    what = f"what this {kind} does and when to use it"
     if "description" not in doc.data:
-        return [Problem(loc, f"is missing. Add `description: <one or two sentences: {what}>` "
-                        "to the frontmatter.", kind)]
+        return [
+            Problem(
+                loc,
+                f"is missing. Add `description: <one or two sentences: {what}>` to the frontmatter.",
+                kind,
+            )
+        ]
     value = doc.data["description"]
     if not isinstance(value, str):
-        return [Problem(loc, f"must be text, not {type(value).__name__}. Write one or two "
-                        f'sentences saying {what}, quoted if they contain ": ".', kind)]
+        return [
+            Problem(
+                loc,
+                f"must be text, but it is {describe(value)}. Write one or two "
+                f'sentences saying {what}, quoted if they contain ": ".',
+                kind,
+            )
+        ]
     if not value.strip():
         return [Problem(loc, f"is empty. Write one or two sentences saying {what}.", kind)]
     if len(value) > MAX_DESCRIPTION:
-        return [Problem(loc, f"is {len(value)} characters long; the maximum is {MAX_DESCRIPTION}. "
-                        "Shorten it to a sentence or two and move the detail into the body.", kind)]
+        return [
+            Problem(
+                loc,
+                f"is {len(value)} characters long; the maximum is {MAX_DESCRIPTION}. "
+                "Shorten it to a sentence or two and move the detail into the body.",
+                kind,
+            )
+        ]
     return []
 
 
-def check_text_value(doc: FrontmatterDoc, key: str, kind: str, max_len: int | None = None,
-                     advice: str = "") -> list[Problem]:
+def check_text_value(
+    doc: FrontmatterDoc, key: str, kind: str, example: str, max_len: int | None = None
+) -> list[Problem]:
     """An optional key that, when present, must be non-empty text."""
     if key not in doc.data:
         return []
     loc, value = key_location(doc, key), doc.data[key]
     if not isinstance(value, str) or not value.strip():
-        got = "empty" if value is None or value == "" else f"a {type(value).__name__}"
-        return [Problem(loc, f"must be non-empty text, but it is {got}. {advice}"
-                        "Give it a quoted value or remove the key.".strip(), kind)]
+        return [
+            Problem(
+                loc,
+                f"must be non-empty text, but it is {describe(value)}. Write it "
+                f"as text, e.g. `{example}` (in quotes if YAML would read it as "
+                "something else), or remove the key.",
+                kind,
+            )
+        ]
     if max_len is not None and len(value) > max_len:
-        return [Problem(loc, f"is {len(value)} characters long; the maximum is {max_len}. "
-                        "Shorten it.", kind)]
+        return [Problem(loc, f"is {len(value)} characters long; the maximum is {max_len}. Shorten it.", kind)]
     return []
 
 
-def check_unknown_keys(doc: FrontmatterDoc, allowed: tuple[str, ...], kind: str,
-                       advice: str) -> list[Problem]:
+def check_unknown_keys(doc: FrontmatterDoc, allowed: tuple[str, ...], kind: str, advice: str) -> list[Problem]:
     problems = []
     for key in doc.data:
         if key not in allowed:
-            problems.append(Problem(
-                key_location(doc, str(key)),
-                f"is not allowed in {kind} frontmatter. The allowed keys are: "
-                f"{', '.join(allowed)}. {advice}", kind))
+            problems.append(
+                Problem(
+                    key_location(doc, str(key)),
+                    f"is not allowed in {kind} frontmatter. The allowed keys are: {', '.join(allowed)}. {advice}",
+                    kind,
+                )
+            )
     return problems

@@ -41,6 +41,13 @@ class FrontmatterDoc:
     ok: bool = False
 
 
+def _line(item: yaml.Node | yaml.Event) -> int:
+    # The fragment starts with the rest of file line 1 (usually just "\n"), so a
+    # 0-based line of the fragment is the 1-based line of the file.
+    mark = item.start_mark
+    return mark.line + 1 if mark is not None else 1
+
+
 class _Handler(frontmatter.YAMLHandler):
     """python-frontmatter handler with a strict boundary and a node-level YAML pass.
 
@@ -60,8 +67,6 @@ class _Handler(frontmatter.YAMLHandler):
         self.raw: Any = None
 
     def load(self, fm: str, **kwargs: object) -> Any:
-        # fm begins with the remainder of file line 1 (usually just "\n"), so a
-        # 0-based YAML mark line equals the 1-based file line minus one.
         self._check_events(fm)
         if not self.ok:
             return {}
@@ -70,13 +75,13 @@ class _Handler(frontmatter.YAMLHandler):
             self._check_duplicates(node, "")
             for key_node, _ in node.value:
                 if isinstance(key_node, yaml.ScalarNode):
-                    self.key_lines.setdefault(str(key_node.value), key_node.start_mark.line + 1)
+                    self.key_lines.setdefault(str(key_node.value), _line(key_node))
         self.raw = yaml.safe_load(fm)
         return self.raw
 
     def _check_events(self, fm: str) -> None:
         for event in yaml.parse(fm, Loader=yaml.SafeLoader):
-            line = event.start_mark.line + 1
+            line = _line(event)
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 self.ok = False
                 self._add(
@@ -98,7 +103,7 @@ class _Handler(frontmatter.YAMLHandler):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
-            line = key_node.start_mark.line + 1
+            line = _line(key_node)
             if key in seen:
                 self._add(
                     f"frontmatter key '{prefix}{key}' (line {line})",

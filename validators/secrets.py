@@ -9,6 +9,10 @@ Invariants:
   blocks a legitimate write and teaches the model to distrust the check.
 - Obvious placeholders (bodies made of x/X/*/0, AWS's documented ...EXAMPLE
   keys, "password" in a URL) are not secrets.
+- Scanning is linear in the content: a rule's start is never preceded by a
+  character its own body may contain (a look-behind instead of ``\\b`` where
+  needed) and open-ended parts are only used where nothing follows them, so a
+  crafted file such as "a-a-a-..." cannot make the regexes quadratic.
 - A Problem names the line and the kind of credential and never contains any
   part of the matched text; messages are built from fixed strings only.
 """
@@ -42,16 +46,28 @@ def _has_digit(m: re.Match[str], _: str) -> bool:
 
 def _key_material_follows(m: re.Match[str], text: str) -> bool:
     # A header alone ("-----BEGIN PRIVATE KEY-----" in a how-to) is not a key;
-    # base64 body lines (possibly JSON-escaped with \n) right after it are.
-    return re.search(r"[A-Za-z0-9+/]{32,}", text[m.end() : m.end() + 600]) is not None
+    # base64 body lines (possibly JSON-escaped with \n) before the END line are.
+    body = text[m.end() : m.end() + 600].split("-----", 1)[0]
+    return re.search(r"[A-Za-z0-9+/]{32,}", body) is not None
 
 
 def _mixed_body(m: re.Match[str], _: str) -> bool:
     return _mixed(m.group("s"))
 
 
-_URL_PLACEHOLDERS = ("pass", "pwd", "secret", "changeme", "example", "your", "placeholder",
-                     "redacted", "token", "xxx", "***")
+_URL_PLACEHOLDERS = (
+    "pass",
+    "pwd",
+    "secret",
+    "changeme",
+    "example",
+    "your",
+    "placeholder",
+    "redacted",
+    "token",
+    "xxx",
+    "***",
+)
 
 
 def _real_url_password(m: re.Match[str], _: str) -> bool:
@@ -60,44 +76,67 @@ def _real_url_password(m: re.Match[str], _: str) -> bool:
 
 
 _RULES: tuple[_Rule, ...] = (
-    _Rule("a private key block",
-          re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), _key_material_follows),
+    _Rule(
+        "a private key block",
+        re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+        _key_material_follows,
+    ),
     _Rule("a private key block", re.compile(r"PuTTY-User-Key-File-\d+:")),
     _Rule("an AWS access key id", re.compile(r"\b(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b")),
-    _Rule("an AWS secret access key",
-          re.compile(r"(?i)(?:aws.?secret.?(?:access.?)?key|secret.?access.?key)[\"']?\s*[:=]"
-                     r"\s*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"), _mixed_body),
+    _Rule(
+        "an AWS secret access key",
+        re.compile(
+            r"(?i)(?:aws.?secret.?(?:access.?)?key|secret.?access.?key)[\"']?\s*[:=]"
+            r"\s*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        _mixed_body,
+    ),
     _Rule("an Anthropic API key", re.compile(r"\b(?P<s>sk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_-]{32,})")),
-    _Rule("an OpenAI API key",
-          re.compile(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})")),
-    _Rule("an OpenAI API key",
-          re.compile(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _has_digit),
+    _Rule("an OpenAI API key", re.compile(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})")),
+    _Rule("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _has_digit),
     _Rule("a GitHub token", re.compile(r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{36,255})\b")),
     _Rule("a GitHub personal access token", re.compile(r"\b(?P<s>github_pat_[A-Za-z0-9_]{36,})")),
     _Rule("a GitLab personal access token", re.compile(r"\b(?P<s>glpat-[A-Za-z0-9_-]{20,})")),
-    _Rule("a Slack token",
-          re.compile(r"\bxox[abposre]-(?P<s>[A-Za-z0-9-]{20,})"), _has_digit),
-    _Rule("a Slack webhook URL",
-          re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/"
-                     r"[A-Za-z0-9_-]+/[A-Za-z0-9_-]+/(?P<s>[A-Za-z0-9_-]{16,})")),
+    _Rule("a Slack token", re.compile(r"\bxox[abposre]-(?P<s>[A-Za-z0-9-]{20,})"), _has_digit),
+    _Rule(
+        "a Slack webhook URL",
+        re.compile(
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/"
+            r"[A-Za-z0-9_-]+/[A-Za-z0-9_-]+/(?P<s>[A-Za-z0-9_-]{16,})"
+        ),
+    ),
     _Rule("a Google API key", re.compile(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})(?![0-9A-Za-z_-])")),
     _Rule("a Google OAuth client secret", re.compile(r"\b(?P<s>GOCSPX-[A-Za-z0-9_-]{28})")),
     _Rule("a Stripe live secret key", re.compile(r"\b(?P<s>[sr]k_live_[0-9A-Za-z]{20,})")),
     _Rule("an npm access token", re.compile(r"\b(?P<s>npm_[A-Za-z0-9]{36})\b")),
     _Rule("a PyPI API token", re.compile(r"\b(?P<s>pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})")),
     _Rule("a Hugging Face token", re.compile(r"\bhf_(?P<s>[A-Za-z0-9]{34})\b"), _mixed_body),
-    _Rule("a SendGrid API key",
-          re.compile(r"\b(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])")),
+    _Rule(
+        "a SendGrid API key",
+        re.compile(r"\b(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
+    ),
     _Rule("a DigitalOcean token", re.compile(r"\b(?P<s>do[opr]_v1_[a-f0-9]{64})\b")),
     _Rule("a Shopify access token", re.compile(r"\b(?P<s>shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})\b")),
-    _Rule("a JSON Web Token",
-          re.compile(r"\b(?P<s>eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})")),
-    _Rule("a bearer token in an Authorization header",
-          re.compile(r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
-                     r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"), _mixed_body),
-    _Rule("a password inside a URL",
-          re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]+:(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
-          _real_url_password),
+    _Rule(
+        "a JSON Web Token",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?P<s>eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
+            r"[A-Za-z0-9_-]{10,})"
+        ),
+    ),
+    _Rule(
+        "a bearer token in an Authorization header",
+        re.compile(
+            r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
+            r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"
+        ),
+        _mixed_body,
+    ),
+    _Rule(
+        "a password inside a URL",
+        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://[^\s:/@\"'<>]+:(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
+        _real_url_password,
+    ),
 )
 
 
@@ -128,5 +167,4 @@ def scan_secrets(content: str) -> list[Problem]:
                 continue
             index = index or LineIndex(content)
             found.add((index.line_of(m.start()), rule.what))
-    return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND)
-            for line, what in sorted(found)]
+    return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND) for line, what in sorted(found)]

@@ -22,6 +22,7 @@ from .fields import (
     check_name,
     check_text_value,
     check_unknown_keys,
+    describe,
     key_location,
     short,
 )
@@ -81,13 +82,33 @@ def _check_metadata(doc: FrontmatterDoc) -> list[Problem]:
         ]
     problems = []
     for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str):
+        loc = f"frontmatter key 'metadata.{short(key, 40)}'"
+        if not isinstance(key, str):
             problems.append(
                 Problem(
-                    f"frontmatter key 'metadata.{short(key, 40)}'",
-                    f"must map text to text, but the value is "
-                    f"{'empty' if item is None else 'a ' + type(item).__name__}. Quote it, "
-                    f'e.g. {short(key, 40)}: "{"" if item is None else short(item, 40)}".',
+                    loc,
+                    f"has a key that is {describe(key)}; metadata keys "
+                    f'must be text. Quote it, e.g. "{short(key, 40)}": ...',
+                    KIND,
+                )
+            )
+        elif isinstance(item, dict | list):
+            problems.append(
+                Problem(
+                    loc,
+                    f"must be text, but it is {describe(item)}: metadata "
+                    "maps text keys to text values only. Flatten it into "
+                    "separate keys or one quoted string.",
+                    KIND,
+                )
+            )
+        elif not isinstance(item, str):
+            # Numbers, dates and true/false: quoting keeps the exact text the writer meant.
+            text = "" if item is None else short(item, 40)
+            problems.append(
+                Problem(
+                    loc,
+                    f'must be text, but it is {describe(item)}. Quote it, e.g. {short(key, 40)}: "{text}".',
                     KIND,
                 )
             )
@@ -104,18 +125,19 @@ def validate_skill(content: str, expected_name: str, path_for: Callable[[str], s
         doc,
         ALLOWED_KEYS,
         KIND,
-        "Remove it, or put extra information under metadata as text, e.g. "
-        'metadata:\n  version: "1.0"',
+        'Remove it, or put extra information under metadata as text, e.g. metadata:\n  version: "1.0"',
     )
     problems += check_name(doc, expected_name, KIND, path_for)
     problems += check_description(doc, KIND)
-    problems += check_text_value(doc, "license", KIND)
-    problems += check_text_value(doc, "compatibility", KIND, MAX_COMPATIBILITY)
-    problems += _check_metadata(doc)
+    problems += check_text_value(doc, "license", KIND, "license: MIT")
     problems += check_text_value(
         doc,
-        "allowed-tools",
+        "compatibility",
         KIND,
-        advice="List the tools as one space-separated string, e.g. allowed-tools: read_file grep. ",
+        "compatibility: Needs git and network access",
+        MAX_COMPATIBILITY,
     )
+    problems += _check_metadata(doc)
+    # The spec makes allowed-tools one space-separated string, not a YAML list.
+    problems += check_text_value(doc, "allowed-tools", KIND, "allowed-tools: read_file grep")
     return problems

@@ -81,13 +81,11 @@ def validate_subagent(content: str, expected_name: str, path_for: Callable[[str]
     doc, problems = parse_frontmatter(content, KIND, EXAMPLE.format(name=expected_name))
     if not doc.ok:
         return problems
-    problems += check_unknown_keys(
-        doc, ALLOWED_KEYS, KIND, "Remove it (or fix its spelling)."
-    )
+    problems += check_unknown_keys(doc, ALLOWED_KEYS, KIND, "Remove it (or fix its spelling).")
     problems += check_name(doc, expected_name, KIND, path_for)
     problems += check_description(doc, KIND)
     problems += _check_tools(doc)
-    problems += check_text_value(doc, "model", KIND)
+    problems += check_text_value(doc, "model", KIND, "model: claude-sonnet-4-5")
     if not doc.body.strip():
         problems.append(
             Problem(

@@ -54,7 +54,7 @@ def check_size(content: str, cap: int, kind: str = KIND, advice: str | None = No
     size = utf8_size(content)
     if size <= cap:
         return []
-    advice = advice or "Split it into several smaller files, or keep only what is worth remembering."
+    advice = advice or ("Split it into several smaller files, or keep only what is worth remembering.")
     return [
         Problem(
             "file",

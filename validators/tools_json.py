@@ -24,8 +24,12 @@ from .tools_schema import ALLOWED_KEYS, REQUIRED_HINTS, SCHEMA, SERVER_NAME, TOO
 
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
-_JSON_TYPES = {"object": "an object {...}", "array": "a list [...]", "string": "a string in quotes",
-               "boolean": "true or false (without quotes)"}
+_JSON_TYPES = {
+    "object": "an object {...}",
+    "array": "a list [...]",
+    "string": "a string in quotes",
+    "boolean": "true or false (without quotes)",
+}
 
 
 class _Object(dict[str, Any]):
@@ -45,8 +49,14 @@ def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
 
 
 def _json_type(value: Any) -> str:
-    for name, typ in (("null", type(None)), ("boolean", bool), ("number", (int, float)),
-                      ("string", str), ("list", list), ("object", dict)):
+    for name, typ in (
+        ("null", type(None)),
+        ("true/false", bool),
+        ("a number", (int, float)),
+        ("a string", str),
+        ("a list", list),
+        ("an object", dict),
+    ):
         if isinstance(value, typ):
             return name
     return type(value).__name__
@@ -54,32 +64,39 @@ def _json_type(value: Any) -> str:
 
 def _syntax_problem(exc: json.JSONDecodeError, content: str) -> Problem:
     if not content.strip():
-        return Problem("file", 'is empty. Write a JSON object such as '
-                       '{"mcp_servers": {}, "tools": []}.', KIND)
+        return Problem("file", 'is empty. Write a JSON object such as {"mcp_servers": {}, "tools": []}.', KIND)
     hint = "Fix the JSON syntax there."
     if exc.msg.startswith("Expecting property name"):
-        hint = ("JSON needs double quotes around every key and allows no comma before "
-                "a closing } or ].")
+        hint = (
+            "JSON needs double quotes around every key, allows no comma before a closing } or ], and has no comments."
+        )
     elif exc.msg.startswith("Expecting ',' delimiter"):
         hint = "A comma is missing between two items, or a bracket is not closed."
     elif exc.msg.startswith("Expecting value"):
-        hint = ("A value is missing or malformed: strings need double quotes, and JSON "
-                "allows no comments and no trailing commas.")
+        hint = (
+            "A value is missing or malformed: strings need double quotes, and JSON "
+            "allows no comments and no trailing commas."
+        )
     elif exc.msg.startswith("Extra data"):
         hint = "The file must hold exactly one JSON object: remove what follows it."
     elif exc.msg.startswith("Invalid control character"):
         hint = "Write a line break inside a string as \\n."
-    return Problem(f"line {exc.lineno}, column {exc.colno}",
-                   f"is not valid JSON: {exc.msg}. {hint}", KIND)
+    return Problem(f"line {exc.lineno}, column {exc.colno}", f"is not valid JSON: {exc.msg}. {hint}", KIND)
 
 
 def _duplicates(value: Any, path: list[str | int]) -> list[Problem]:
     problems: list[Problem] = []
     if isinstance(value, _Object):
         for key in value.duplicates:
-            problems.append(Problem(pointer([*path, key]), f"the key '{short(key, 60)}' is given "
-                                    "more than once in the same object; JSON keeps only the "
-                                    "last one. Keep a single entry.", KIND))
+            problems.append(
+                Problem(
+                    pointer([*path, key]),
+                    f"the key '{short(key, 60)}' is given "
+                    "more than once in the same object; JSON keeps only the "
+                    "last one. Keep a single entry.",
+                    KIND,
+                )
+            )
         for key, item in value.items():
             problems += _duplicates(item, [*path, key])
     elif isinstance(value, list):
@@ -101,38 +118,65 @@ def _place(path: list[str | int]) -> str:
 
 def _schema_problem(error: ValidationError) -> list[Problem]:
     path = list(error.absolute_path)
-    where, inst, kw = pointer(path), error.instance, error.validator
+    # jsonschema types these as "Any | Unset"; they are always set on a real error.
+    inst: Any = error.instance
+    spec: Any = error.validator_value
+    where, kw = pointer(path), error.validator
     if kw == "required":
-        missing = [k for k in error.validator_value if k not in inst]
-        return [Problem(where, f"is missing the required key '{k}'. "
-                        f"{REQUIRED_HINTS.get(k, '')}".strip(), KIND) for k in missing]
+        missing = [k for k in spec if k not in inst]
+        return [
+            Problem(
+                where,
+                f"is missing the required key '{k}'. {REQUIRED_HINTS.get(k, '')}".strip(),
+                KIND,
+            )
+            for k in missing
+        ]
     if kw == "additionalProperties":
         allowed = ALLOWED_KEYS.get(_place(path), ())
         extra = [k for k in inst if k not in allowed]
-        return [Problem(pointer([*path, k]), f"'{short(k, 60)}' is not an allowed key here. "
-                        f"Allowed keys: {', '.join(allowed)}.", KIND) for k in extra]
+        return [
+            Problem(
+                pointer([*path, k]),
+                f"'{short(k, 60)}' is not an allowed key here: remove it "
+                f"or fix its spelling. Allowed keys: {', '.join(allowed)}.",
+                KIND,
+            )
+            for k in extra
+        ]
     if kw == "pattern" and "propertyNames" in error.relative_schema_path:
-        return [_bad_name(path, str(inst), error.validator_value)]
+        return [_bad_name(path, str(inst), str(spec))]
     if kw == "type":
-        want = _JSON_TYPES.get(str(error.validator_value), str(error.validator_value))
-        return [Problem(where, f"must be {want}, not {_json_type(inst)}.", KIND)]
+        want = _JSON_TYPES.get(str(spec), str(spec))
+        return [Problem(where, f"must be {want}, but it is {_json_type(inst)}: write it as {want}.", KIND)]
     if kw == "enum":
-        options = ", ".join(json.dumps(o) for o in error.validator_value)
-        return [Problem(where, f"must be one of {options}: \"stdio\" (the default) runs a "
-                        "local command, \"http\" or \"sse\" connects to a url.", KIND)]
+        options = ", ".join(json.dumps(o) for o in spec)
+        return [
+            Problem(
+                where,
+                f'must be one of {options}: set "stdio" (the default) to '
+                'run a local command, "http" or "sse" to connect to a url.',
+                KIND,
+            )
+        ]
     if kw == "minLength":
-        return [Problem(where, "must not be empty.", KIND)]
-    if kw == "pattern" and error.validator_value == TOOL_NAME:
-        return [Problem(where, f"'{short(inst, 60)}' is not a valid tool name: use the name the "
-                        "server declares (1-128 letters, digits, '_', '-' or '.').", KIND)]
-    return [Problem(where, f"{error.message}.", KIND)]
+        return [Problem(where, "must not be empty: give a value or remove the key.", KIND)]
+    if kw == "pattern" and spec == TOOL_NAME:
+        return [
+            Problem(
+                where,
+                f"'{short(inst, 60)}' is not a valid tool name: use the name the "
+                "server declares (1-128 letters, digits, '_', '-' or '.').",
+                KIND,
+            )
+        ]
+    return [Problem(where, f"{error.message}. Fix the value to match the tools.json format.", KIND)]
 
 
 def _bad_name(path: list[str | int], name: str, pattern: str) -> Problem:
     where = pointer([*path, name])
     if pattern == SERVER_NAME:
-        what = ("a server name must be 1-64 letters, digits, '_' or '-', starting with a "
-                "letter or digit")
+        what = "a server name must be 1-64 letters, digits, '_' or '-', starting with a letter or digit"
     elif path and path[-1] == "env":
         what = "an environment variable name must be letters, digits and '_', not starting with a digit"
     else:

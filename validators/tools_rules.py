@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -35,13 +36,13 @@ _SECRET_PARAM = re.compile(
     r"|pwd|auth|signature|sig)$"
 )
 _NO_SECRETS = (
-    "Secrets never live in memory: write a ${VAR} reference (e.g. \"${SEARCH_API_KEY}\" or "
-    "\"Bearer ${DOCS_TOKEN}\"), set the variable in the environment, and it is expanded at "
+    'Secrets never live in memory: write a ${VAR} reference (e.g. "${SEARCH_API_KEY}" or '
+    '"Bearer ${DOCS_TOKEN}"), set the variable in the environment, and it is expanded at '
     "connect time."
 )
 
 
-def pointer(path: list[str | int]) -> str:
+def pointer(path: Sequence[str | int]) -> str:
     """RFC 6901 JSON pointer; the whole document is shown as '/'."""
     if not path:
         return "/"
@@ -59,12 +60,13 @@ def _value_problem(value: str) -> str | None:
     """Why an env/headers value is refused, or None when it is acceptable."""
     literal = _REF.sub("", value)
     if "$" in literal:
-        return ("has a malformed variable reference. Write ${NAME} or ${NAME:-default}, "
-                "where NAME is letters, digits and '_' (for example ${SEARCH_API_KEY}).")
+        return (
+            "has a malformed variable reference. Write ${NAME} or ${NAME:-default}, "
+            "where NAME is letters, digits and '_' (for example ${SEARCH_API_KEY})."
+        )
     refs = list(_REF.finditer(value))
     if not refs:
-        return (f"is a literal value. {_NO_SECRETS} For a harmless fixed setting write "
-                "${NAME:-value}.")
+        return f"is a literal value. {_NO_SECRETS} For a harmless fixed setting write ${{NAME:-value}}."
     defaults = " ".join(m.group(2) or "" for m in refs)
     if _looks_like_credential(literal) or _looks_like_credential(defaults):
         return f"looks like it contains a credential written out in full. {_NO_SECRETS}"
@@ -74,16 +76,33 @@ def _value_problem(value: str) -> str | None:
 def _url_problems(url: str, where: str) -> list[Problem]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        return [Problem(where, "must be an http:// or https:// URL, e.g. "
-                        "\"https://example.com/mcp\".", KIND)]
+        return [
+            Problem(
+                where,
+                'must be an http:// or https:// URL: write the server\'s address, e.g. "https://example.com/mcp".',
+                KIND,
+            )
+        ]
     if parts.password:
-        return [Problem(where, "carries a password inside the URL. Remove it and send the "
-                        f"credential in \"headers\" instead. {_NO_SECRETS}", KIND)]
+        return [
+            Problem(
+                where,
+                "carries a password inside the URL. Remove it and send the "
+                f'credential in "headers" instead. {_NO_SECRETS}',
+                KIND,
+            )
+        ]
     for name, val in parse_qsl(parts.query):
         if _SECRET_PARAM.match(name) and "${" not in val:
-            return [Problem(where, f"passes a credential in the query parameter '{short(name, 40)}'."
-                            f" Use a ${{VAR}} reference there or send it in \"headers\". "
-                            f"{_NO_SECRETS}", KIND)]
+            return [
+                Problem(
+                    where,
+                    "passes a credential in the query parameter "
+                    f"'{short(name, 40)}'. Use a ${{VAR}} reference there or send "
+                    f'it in "headers". {_NO_SECRETS}',
+                    KIND,
+                )
+            ]
     return []
 
 
@@ -93,29 +112,51 @@ def _server_problems(name: str, server: dict[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     if kind == "stdio":
         if "command" not in server:
-            problems.append(Problem(pointer(base), "is a stdio server (it has no \"type\", or "
-                                    "\"type\": \"stdio\") but no \"command\". Add \"command\": "
-                                    "the program to run, or set \"type\": \"http\" and a \"url\" "
-                                    "for a remote server.", KIND))
+            problems.append(
+                Problem(
+                    pointer(base),
+                    'is a stdio server (it has no "type", or '
+                    '"type": "stdio") but no "command". Add "command": '
+                    'the program to run, or set "type": "http" and a "url" '
+                    "for a remote server.",
+                    KIND,
+                )
+            )
         for key in REMOTE_KEYS:
             if key in server:
-                problems.append(Problem(pointer([*base, key]), f"\"{key}\" belongs to remote "
-                                        "servers, but this is a stdio server. Remove it, or set "
-                                        "\"type\": \"http\" (or \"sse\") and drop \"command\".",
-                                        KIND))
+                problems.append(
+                    Problem(
+                        pointer([*base, key]),
+                        f'"{key}" belongs to remote '
+                        "servers, but this is a stdio server. Remove it, or set "
+                        '"type": "http" (or "sse") and drop "command".',
+                        KIND,
+                    )
+                )
     elif kind in ("http", "sse"):
         if "url" not in server:
-            problems.append(Problem(pointer(base), f"is a remote ({kind}) server but has no "
-                                    "\"url\". Add \"url\": \"https://...\", or remove \"type\" "
-                                    "and give a \"command\" for a local stdio server.", KIND))
-        elif isinstance(server["url"], str):
+            problems.append(
+                Problem(
+                    pointer(base),
+                    f"is a remote ({kind}) server but has no "
+                    '"url". Add "url": "https://...", or remove "type" '
+                    'and give a "command" for a local stdio server.',
+                    KIND,
+                )
+            )
+        elif isinstance(server["url"], str) and server["url"]:  # "" is a schema error
             problems += _url_problems(server["url"], pointer([*base, "url"]))
         for key in STDIO_KEYS:
             if key in server:
-                problems.append(Problem(pointer([*base, key]), f"\"{key}\" belongs to stdio "
-                                        f"servers, but this is a remote ({kind}) server. Remove "
-                                        "it, or remove \"type\" and \"url\" for a stdio server.",
-                                        KIND))
+                problems.append(
+                    Problem(
+                        pointer([*base, key]),
+                        f'"{key}" belongs to stdio '
+                        f"servers, but this is a remote ({kind}) server. Remove "
+                        'it, or remove "type" and "url" for a stdio server.',
+                        KIND,
+                    )
+                )
     for section in ("env", "headers"):
         values = server.get(section)
         if isinstance(values, dict):
@@ -135,20 +176,34 @@ def _tool_problems(tools: list[Any], servers: dict[str, Any] | None) -> list[Pro
             continue
         server, name = tool.get("server"), tool.get("name")
         if servers is not None and isinstance(server, str) and server and server not in servers:
-            problems.append(Problem(pointer(["tools", i, "server"]), f"names the server "
-                                    f"'{short(server, 60)}', which is not declared in "
-                                    f"mcp_servers (declared: {declared}). Declare it under "
-                                    "mcp_servers or use a declared server.", KIND))
+            problems.append(
+                Problem(
+                    pointer(["tools", i, "server"]),
+                    f"names the server "
+                    f"'{short(server, 60)}', which is not declared in "
+                    f"mcp_servers (declared: {declared}). Declare it under "
+                    "mcp_servers or use a declared server.",
+                    KIND,
+                )
+            )
         if not isinstance(name, str):
             continue
         if name in first_at:
             j, other = first_at[name]
-            same = f"on the same server '{other}'" if other == server else (
-                f"from server '{other}'; the model calls tools by name, so two servers cannot "
-                "both provide it")
-            problems.append(Problem(pointer(["tools", i, "name"]), f"repeats the tool name "
-                                    f"'{short(name, 60)}', already listed at /tools/{j} {same}."
-                                    " Tool names must be unique: remove one entry.", KIND))
+            same = (
+                f"on the same server '{other}'"
+                if other == server
+                else (f"from server '{other}'; the model calls tools by name, so two servers cannot both provide it")
+            )
+            problems.append(
+                Problem(
+                    pointer(["tools", i, "name"]),
+                    f"repeats the tool name "
+                    f"'{short(name, 60)}', already listed at /tools/{j} {same}."
+                    " Tool names must be unique: remove one entry.",
+                    KIND,
+                )
+            )
         else:
             first_at[name] = (i, str(server))
     return problems

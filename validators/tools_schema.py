@@ -84,8 +84,7 @@ ALLOWED_KEYS: dict[str, tuple[str, ...]] = {
 REQUIRED_HINTS: dict[str, str] = {
     "mcp_servers": 'Add "mcp_servers": {} — an object mapping each server name to its '
     'settings, e.g. "search": {"command": "uvx", "args": ["some-mcp-server"]}.',
-    "tools": 'Add "tools": [] listing the tools the agent may use, e.g. '
-    '{"server": "search", "name": "web_search"}.',
+    "tools": 'Add "tools": [] listing the tools the agent may use, e.g. {"server": "search", "name": "web_search"}.',
     "server": 'Add "server": the name of a server declared under mcp_servers.',
     "name": 'Add "name": the tool name exactly as the server declares it.',
 }

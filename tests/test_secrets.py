@@ -1,0 +1,349 @@
+"""Secret scanner: every kind of fake credential is caught on the right line and
+never echoed; ordinary prose, Markdown, code, hashes and UUIDs raise nothing.
+
+All credential-shaped strings are built at run time from a seeded generator and
+split prefixes, so this file holds nothing a push-protection scanner would flag.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import string
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memagent.validators import scan_secrets, validate
+
+ALNUM = string.ascii_letters + string.digits
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+HEX = "0123456789abcdef"
+B64 = ALNUM + "+/"
+
+
+def rand(alphabet: str, n: int, seed: int) -> str:
+    rng = random.Random(seed)
+    while True:
+        out = "".join(rng.choice(alphabet) for _ in range(n))
+        # Real tokens mix classes; make sure the seeded sample does too.
+        if set(alphabet) & set(string.digits) and not any(c.isdigit() for c in out):
+            continue
+        return out
+
+
+def pem(kind: str) -> str:
+    body = "\n".join(rand(B64, 64, 10 + i) for i in range(4))
+    label = f"{kind} PRIV" + "ATE KEY"
+    return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----"
+
+
+def jwt() -> str:
+    def enc(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return (
+        enc({"alg": "HS256", "typ": "JWT"}) + "." + enc({"sub": "42", "name": "Ana"}) + "." + rand(ALNUM + "-_", 43, 77)
+    )
+
+
+# (what the message must name, how to build the fake credential)
+FAKES: list[tuple[str, Callable[[], str]]] = [
+    ("a private key block", lambda: pem("RSA")),
+    ("a private key block", lambda: pem("OPENSSH")),
+    ("a private key block", lambda: pem("EC")),
+    ("a private key block", lambda: pem("").replace("BEGIN  ", "BEGIN ").replace("END  ", "END ")),
+    (
+        "a private key block",
+        lambda: (
+            '"private_key": "-----BEGIN PRIV'
+            + "ATE KEY-----\\n"
+            + rand(B64, 64, 5)
+            + '\\n-----END PRIVATE KEY-----\\n",'
+        ),
+    ),
+    (
+        "a private key block",
+        lambda: (
+            "-----BEGIN PGP PRIV"
+            + "ATE KEY BLOCK-----\n\n"
+            + rand(B64, 64, 6)
+            + "\n-----END PGP PRIVATE KEY BLOCK-----"
+        ),
+    ),
+    ("an AWS access key id", lambda: "AK" + "IA" + rand(UPPER_DIGITS, 16, 1)),
+    ("an AWS access key id", lambda: "AS" + "IA" + rand(UPPER_DIGITS, 16, 2)),
+    ("an AWS secret access key", lambda: "aws_secret_access_key = " + rand(B64, 40, 3)),
+    ("an AWS secret access key", lambda: '"SecretAccessKey": "' + rand(B64, 40, 4) + '"'),
+    ("an Anthropic API key", lambda: "sk-" + "ant-api03-" + rand(ALNUM + "-_", 93, 5) + "AA"),
+    ("an OpenAI API key", lambda: "sk-" + "proj-" + rand(ALNUM + "-_", 120, 6)),
+    ("an OpenAI API key", lambda: "sk-" + rand(ALNUM, 48, 7)),
+    ("a GitHub token", lambda: "gh" + "p_" + rand(ALNUM, 36, 8)),
+    ("a GitHub token", lambda: "gh" + "o_" + rand(ALNUM, 36, 9)),
+    ("a GitHub token", lambda: "gh" + "s_" + rand(ALNUM, 36, 10)),
+    ("a GitHub token", lambda: "gh" + "u_" + rand(ALNUM, 36, 11)),
+    ("a GitHub token", lambda: "gh" + "r_" + rand(ALNUM, 36, 12)),
+    (
+        "a GitHub personal access token",
+        lambda: "github" + "_pat_" + rand(ALNUM, 22, 13) + "_" + rand(ALNUM, 59, 14),
+    ),
+    ("a GitLab personal access token", lambda: "gl" + "pat-" + rand(ALNUM + "-_", 20, 15)),
+    (
+        "a Slack token",
+        lambda: (
+            "xo" + "xb-" + rand(string.digits, 11, 16) + "-" + rand(string.digits, 13, 17) + "-" + rand(ALNUM, 24, 18)
+        ),
+    ),
+    (
+        "a Slack token",
+        lambda: (
+            "xo" + "xp-" + rand(string.digits, 11, 19) + "-" + rand(string.digits, 12, 20) + "-" + rand(HEX, 32, 21)
+        ),
+    ),
+    (
+        "a Slack webhook URL",
+        lambda: (
+            "https://hooks.slack.com/"
+            + "services/T"
+            + rand(UPPER_DIGITS, 8, 22)
+            + "/B"
+            + rand(UPPER_DIGITS, 10, 23)
+            + "/"
+            + rand(ALNUM, 24, 24)
+        ),
+    ),
+    ("a Google API key", lambda: "AI" + "za" + rand(ALNUM + "-_", 35, 25)),
+    ("a Google OAuth client secret", lambda: "GOC" + "SPX-" + rand(ALNUM + "-_", 28, 26)),
+    ("a Stripe live secret key", lambda: "sk" + "_live_" + rand(ALNUM, 24, 27)),
+    ("a Stripe live secret key", lambda: "rk" + "_live_" + rand(ALNUM, 24, 28)),
+    ("an npm access token", lambda: "np" + "m_" + rand(ALNUM, 36, 29)),
+    ("a PyPI API token", lambda: "py" + "pi-AgEIcHlwaS5vcmc" + rand(ALNUM + "-_", 70, 30)),
+    ("a Hugging Face token", lambda: "h" + "f_" + rand(ALNUM, 34, 31)),
+    (
+        "a SendGrid API key",
+        lambda: "S" + "G." + rand(ALNUM + "-_", 22, 32) + "." + rand(ALNUM + "-_", 43, 33),
+    ),
+    ("a DigitalOcean token", lambda: "do" + "p_v1_" + rand(HEX, 64, 34)),
+    ("a Shopify access token", lambda: "sh" + "pat_" + rand(HEX, 32, 35)),
+    ("a JSON Web Token", jwt),
+    (
+        "a bearer token in an Authorization header",
+        lambda: "Authorization: Bearer " + rand(ALNUM, 40, 36),
+    ),
+    (
+        "a password inside a URL",
+        lambda: "postgres://app:" + rand(ALNUM, 18, 37) + "@db.example.com:5432/app",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "make"), FAKES, ids=[f"{w}-{i}" for i, (w, _) in enumerate(FAKES)])
+def test_fake_credential_is_caught_on_its_line_and_not_echoed(what: str, make: Callable[[], str]) -> None:
+    secret = make()
+    content = f"# Deploy notes\n\nThe staging box uses this:\n  {secret}  \nThat is all.\n"
+    problems = scan_secrets(content)
+    assert any(p.location == "line 4" and what in p.message for p in problems), problems
+    for p in problems:
+        assert p.kind == "secret"
+        assert p.location == "line 4"
+        text = str(p)
+        # Windows with a digit come from the random body, not from context words
+        # such as "Authorization" that the message may legitimately name.
+        for i in range(len(secret) - 7):
+            window = secret[i : i + 8]
+            if any(c.isdigit() for c in window):
+                assert window not in text, "the message echoes part of the secret"
+        assert "remove it" in p.message and "environment variable" in p.message
+
+
+def test_every_fake_is_refused_by_validate_on_any_path() -> None:
+    for _, make in FAKES:
+        for path in ("/knowledge/x.md", "/AGENTS.md", "/people/ana.md"):
+            kinds = [p.kind for p in validate(path, "intro\n" + make() + "\n")]
+            assert "secret" in kinds, (path, make())
+
+
+def test_several_secrets_are_each_reported_in_line_order() -> None:
+    aws = "AK" + "IA" + rand(UPPER_DIGITS, 16, 40)
+    gh = "gh" + "p_" + rand(ALNUM, 36, 41)
+    content = f"a\n{gh}\nb\nc\n{aws} and again {aws}\n"
+    problems = scan_secrets(content)
+    assert [(p.location, p.message.split(".")[0]) for p in problems] == [
+        ("line 2", "contains a GitHub token"),
+        ("line 5", "contains an AWS access key id"),
+    ]
+
+
+# --- no false alarms -------------------------------------------------------------
+
+
+def _digests() -> list[str]:
+    out = []
+    for i in range(150):
+        data = f"document {i}".encode()
+        out += [
+            hashlib.sha1(data).hexdigest(),
+            hashlib.sha256(data).hexdigest(),
+            hashlib.sha512(data).hexdigest(),
+            hashlib.sha256(data).hexdigest().upper(),
+            base64.b64encode(hashlib.sha256(data).digest()).decode(),
+            base64.urlsafe_b64encode(hashlib.sha384(data).digest()).decode(),
+            "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
+            "sha256:" + hashlib.sha256(data).hexdigest(),
+            hashlib.md5(data).hexdigest(),
+            hashlib.sha1(data).hexdigest()[:7],
+        ]
+    return out
+
+
+def _uuids() -> list[str]:
+    rng = random.Random(99)
+    ids = [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(300)]
+    return ids + [i.upper() for i in ids[:50]] + [i.replace("-", "") for i in ids[:50]]
+
+
+PROSE = """\
+# Weekly sync — 2025-03-14
+
+Attendees: Priya, Tomás, Ana. We agreed to ship the risk-assessment-2024 report by Friday;
+the task-management board moves to the new desk-booking space. Ask-me-anything session
+on Thursday. Skip-level meetings resume next month.
+
+## Decisions
+- Keep API keys in the vault; never paste them into chat or notes.
+- AWS access key ids begin with AKIA, and GitHub tokens look like ghp_ followed by letters.
+- OpenAI keys start with sk- or sk-proj-; Anthropic keys start with sk-ant-.
+- Slack bot tokens start with xoxb-; webhooks live under hooks.slack.com.
+- Rotate the password every 90 days. The token expires after 3600 seconds.
+
+| variable | where it is set |
+|---|---|
+| `OPENAI_API_KEY` | CI secrets |
+| `GITHUB_TOKEN` | provided by Actions |
+| `AWS_SECRET_ACCESS_KEY` | the vault |
+
+Links: https://github.com/example/alpha/commit/3f786850e387550fdab836ed7e6dc881de23001b,
+git@github.com:example/alpha.git, mailto:ana@example.com, https://example.com/a?page=2&sort=asc.
+Café ☕ — naïve résumé, 日本語のテキスト, emoji 🚀.
+"""
+
+CODE = """\
+```python
+import os, getpass
+import anthropic
+
+api_key = os.environ["OPENAI_API_KEY"]
+client = anthropic.Anthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"))
+token = os.getenv("GITHUB_TOKEN")
+aws_secret_access_key = os.environ["AWS_SECRET_ACCESS_KEY"]
+password = getpass.getpass("Password: ")
+secret_key = settings.SECRET_KEY
+headers = {"Authorization": f"Bearer {token}"}
+DATABASE_URL = "postgresql+psycopg://user:password@localhost:5432/app"
+REDIS_URL = f"redis://:{os.environ['REDIS_PASSWORD']}@cache:6379/0"
+sk_learn_model = "sklearn.linear_model.LogisticRegression"
+```
+
+```javascript
+const token = process.env.SLACK_BOT_TOKEN;
+const res = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+const apiKey = process.env["STRIPE_SECRET_KEY"] ?? "";
+```
+
+```bash
+export GITHUB_TOKEN="$(gh auth token)"
+curl -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.com/user
+curl -H "Authorization: Bearer YOUR_API_TOKEN_HERE" https://api.example.com
+psql "postgres://user:${PGPASSWORD}@db:5432/app"
+ssh-keygen -t ed25519 -C "ana@example.com"
+```
+
+```json
+{"api_key": "${OPENAI_API_KEY}", "env": {"TOKEN": "${DOCS_TOKEN:-}"}}
+```
+
+```yaml
+token: !env GITHUB_TOKEN
+image: ghcr.io/example/app@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+```
+"""
+
+PLACEHOLDERS = "\n".join(
+    [
+        # AWS's own documentation examples (split so the file holds no whole key).
+        "aws_access_key_id = AKIA" + "IOSFODNN7EXAMPLE",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY",
+        "OPENAI_API_KEY=sk-" + "x" * 48,
+        "GITHUB_TOKEN=ghp_" + "x" * 36,
+        "SLACK_WEBHOOK=https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24,
+        "SLACK_BOT_TOKEN=xoxb-your-bot-token-here",
+        "STRIPE_KEY=sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "-----BEGIN PRIV" + "ATE KEY-----\n...\n-----END PRIVATE KEY-----",
+        "-----BEGIN PUBLIC KEY-----\n" + rand(B64, 64, 50) + "\n-----END PUBLIC KEY-----",
+        "-----BEGIN CERTIFICATE-----\n" + rand(B64, 64, 51) + "\n-----END CERTIFICATE-----",
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + rand(B64, 43, 52) + " ana@laptop",
+        "https://user:password@example.com/ and https://bob:${BOB_PASSWORD}@example.com/",
+        "data:image/png;base64," + rand(B64, 600, 53),
+    ]
+)
+
+
+@pytest.mark.parametrize("text", [PROSE, CODE, PLACEHOLDERS], ids=["prose", "code", "placeholders"])
+def test_ordinary_content_raises_no_alarm(text: str) -> None:
+    assert scan_secrets(text) == []
+
+
+def test_hashes_and_shas_raise_no_alarm() -> None:
+    assert scan_secrets("\n".join(_digests())) == []
+    assert scan_secrets(" ".join(f"`{d}`" for d in _digests())) == []
+
+
+def test_uuids_raise_no_alarm() -> None:
+    assert scan_secrets("\n".join(_uuids())) == []
+
+
+def test_valid_fixtures_raise_no_alarm() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).parent / "fixtures" / "validators" / "valid"
+    for file in root.rglob("*"):
+        if file.is_file():
+            assert scan_secrets(file.read_text(encoding="utf-8")) == [], file
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=1, max_size=64))
+def test_any_digest_of_any_data_raises_no_alarm(data: bytes) -> None:
+    text = " ".join(
+        [
+            hashlib.sha256(data).hexdigest(),
+            hashlib.sha1(data).hexdigest(),
+            base64.b64encode(hashlib.sha256(data).digest()).decode(),
+            str(uuid.UUID(bytes=hashlib.md5(data).digest())),
+        ]
+    )
+    assert scan_secrets(text) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
+    for p in scan_secrets(text):
+        assert p.location.startswith("line ")
+        assert 1 <= int(p.location.split()[1]) <= text.count("\n") + 1
+
+
+@pytest.mark.parametrize("unit", ["a-", "a.", "sk-", "eyJ-", "x://a:", "glpat-", "xoxb-1", "-----BEGIN A ", "hf_a"])
+def test_scanning_crafted_input_stays_linear(unit: str) -> None:
+    # 300 KB of a repeated prefix: a quadratic regex takes minutes here, linear ones well
+    # under a second; the bound is loose so a slow CI machine cannot make it flaky.
+    text = unit * (300_000 // len(unit))
+    start = time.perf_counter()
+    scan_secrets(text)
+    assert time.perf_counter() - start < 5
