@@ -46,7 +46,9 @@ def expand_braces(pattern: str) -> list[str]:
 
 
 def _split_top(inner: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in inner:
         if ch == "," and depth == 0:
             parts.append("".join(cur))

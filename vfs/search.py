@@ -2,19 +2,25 @@
 
 Invariant: whatever narrows the candidate files first (a glob, a database index),
 the final answer comes from ``scan`` on the real contents, so fast paths can only
-drop files that could not match, never change what a match is. Lines are split
-like ``str.splitlines`` on ``\\n`` only; a match is a regex search within one line.
+drop files that could not match, never change what a match is. ``scan_plain``
+defines the answer: lines are split on ``\\n`` only (a final ``\\n`` ends the last
+line, it does not start an empty one) and a match is a regex search within one
+line. ``scan`` returns exactly the same, skipping work only where ``regexinfo``
+proves it cannot change the answer.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from memagent.vfs.errors import InvalidPattern
-from memagent.vfs.types import GrepMode, GrepResult
+from . import regexinfo
+from .errors import InvalidPattern
+from .types import GrepMode, GrepResult
 
 DEFAULT_LIMIT = 200
+# Hits located in the whole text before the rest of a file is split into lines.
+SPARSE_HITS = 8
 MODES = ("files_with_matches", "content", "count")
 
 
@@ -39,16 +45,109 @@ def check_mode(mode: str) -> GrepMode:
     return mode  # type: ignore[return-value]
 
 
-_LINE_SENSITIVE = re.compile(r"\\[AZ]|\(\?<?[=!]")
+def scan_plain(
+    rows: Iterable[tuple[str, str]],
+    regex: re.Pattern[str],
+    mode: GrepMode,
+    limit: int = DEFAULT_LIMIT,
+) -> GrepResult:
+    """The reference matcher: one ``regex.search`` per line, nothing skipped.
 
-
-def whole_text_prefilter_ok(pattern: str) -> bool:
-    """True when "no match in the whole text" implies "no match in any line".
-
-    With MULTILINE, ``^``/``$`` agree between the two; ``\\A``, ``\\Z`` and lookarounds
-    can see past a line's end, so patterns using them are checked line by line only.
+    This *defines* grep's answer; ``scan`` and the database pre-filters must agree
+    with it (tests/test_fastpaths.py checks that they do). Rows sorted by path.
     """
-    return _LINE_SENSITIVE.search(pattern) is None
+    result = GrepResult(mode=mode, limit=limit)
+    for path, content in rows:
+        lines = content.split("\n")
+        if content.endswith("\n"):
+            lines.pop()
+        hits = [(no, line) for no, line in enumerate(lines, 1) if regex.search(line)]
+        if not _take(result, path, hits, mode, limit):
+            break
+    return result
+
+
+def _take(result: GrepResult, path: str, hits: Iterable[tuple[int, str]], mode: GrepMode,
+          limit: int) -> bool:
+    """Record one file's matching lines; False once the result is full (then truncated)."""
+    if mode == "content":
+        for no, line in hits:
+            if len(result.lines) >= limit:
+                result.truncated = True
+                return False
+            result.lines.append((path, no, line))
+        return True
+    if mode == "count":
+        n = sum(1 for _ in hits)
+        if not n:
+            return True
+        if len(result.counts) >= limit:
+            result.truncated = True
+            return False
+        result.counts.append((path, n))
+        return True
+    if next(iter(hits), None) is None:
+        return True
+    if len(result.files) >= limit:
+        result.truncated = True
+        return False
+    result.files.append(path)
+    return True
+
+
+def _hits_by_line(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    lines = content.split("\n")
+    if content.endswith("\n"):
+        lines.pop()
+    search = regex.search
+    for no, line in enumerate(lines, 1):
+        if search(line):
+            yield no, line
+
+
+def _hits_whole_text(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    r"""Matching lines found by searching the whole text (``line_local`` patterns only).
+
+    A match cannot cross a newline, so each match lies in one line and is that
+    line's match; after one hit the search resumes at the next line. The empty
+    position after a final ``\n`` is not a line (``scan_plain`` drops it), so an
+    empty match there is ignored. Locating a hit costs a few calls more than
+    searching one line, so a file that turns out to be dense with hits is
+    finished line by line.
+    """
+    n = len(content)
+    phantom = n if content.endswith("\n") else -1
+    search = regex.search
+    pos, lineno, counted_to = 0, 1, 0
+    for _ in range(SPARSE_HITS):
+        m = search(content, pos)
+        if m is None:
+            return
+        s = m.start()
+        if s == phantom:
+            return
+        start = content.rfind("\n", 0, s) + 1
+        end = content.find("\n", s)
+        if end == -1:
+            end = n
+        lineno += content.count("\n", counted_to, start)
+        counted_to = start
+        yield lineno, content[start:end]
+        if end >= n:
+            return
+        pos = end + 1
+    # pos is the start of line lineno + 1, and not the position after a final \n.
+    rest = content[pos:].split("\n")
+    if content.endswith("\n"):
+        rest.pop()
+    for no, line in enumerate(rest, lineno + 1):
+        if search(line):
+            yield no, line
+
+
+def _has_hit_whole_text(content: str, regex: re.Pattern[str]) -> bool:
+    m = regex.search(content)
+    return m is not None and not (m.start() == len(content) and content.endswith("\n"))
 
 
 def scan(
@@ -57,38 +156,27 @@ def scan(
     mode: GrepMode,
     limit: int = DEFAULT_LIMIT,
 ) -> GrepResult:
-    """Match ``regex`` against each (path, content), rows sorted by path."""
+    """Same answer as ``scan_plain``, with less work where the pattern allows it.
+
+    ``line_local`` patterns are searched in the whole text (no split into lines);
+    other ``whole_text_ok`` patterns skip files with no match in the whole text;
+    the rest go line by line (see ``regexinfo`` for why each shortcut is exact).
+    """
+    facts = regexinfo.info(regex)
     result = GrepResult(mode=mode, limit=limit)
-    whole_text_ok = whole_text_prefilter_ok(regex.pattern)
     for path, content in rows:
-        # One whole-text search first: most files do not match and skip the split.
-        if whole_text_ok and regex.search(content) is None:
+        hits: Iterable[tuple[int, str]]
+        if facts.line_local:
+            if mode == "files_with_matches":
+                hits = ((0, ""),) if _has_hit_whole_text(content, regex) else ()
+            else:
+                hits = _hits_whole_text(content, regex)
+        elif facts.whole_text_ok and regex.search(content) is None:
             continue
-        lines = content.split("\n")
-        if content.endswith("\n"):
-            lines.pop()
-        if mode == "files_with_matches":
-            if not any(regex.search(line) for line in lines):
-                continue
-            if len(result.files) >= limit:
-                result.truncated = True
-                break
-            result.files.append(path)
-            continue
-        if mode == "count":
-            n = sum(1 for line in lines if regex.search(line))
-            if n:
-                if len(result.counts) >= limit:
-                    result.truncated = True
-                    break
-                result.counts.append((path, n))
-            continue
-        for no, line in enumerate(lines, 1):
-            if regex.search(line):
-                if len(result.lines) >= limit:
-                    result.truncated = True
-                    return result
-                result.lines.append((path, no, line))
+        else:
+            hits = _hits_by_line(content, regex)
+        if not _take(result, path, hits, mode, limit):
+            break
     return result
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks for memagent's store: ``python -m bench`` prints the table (see README.md)."""

@@ -1,0 +1,135 @@
+"""Database pre-filters for grep: the files that could possibly match.
+
+Invariant: for a pattern's ``required`` tree (see ``regexinfo``), the condition
+built here is true for every live file that contains the required text, so the
+candidate set is a superset of what ``search.scan_plain`` would report; the exact
+answer always comes from ``search.scan`` on the candidates' real content.
+
+- SQLite: ``files_fts`` (FTS5, trigram tokenizer, ``detail=none``, case folded by
+  its own Unicode rules). A needle becomes the AND of its trigrams: text that
+  contains the needle contains each trigram, folded identically on both sides.
+  Case-sensitive needles may use any character (equal code points fold equally);
+  case-insensitive ones only their safe runs (ASCII, not i/k/s), whose Python
+  case partners are exactly the ASCII ones every folding agrees on.
+- Postgres: ``LIKE``/``ILIKE`` with ``%needle%``, unsafe characters as ``_`` (one
+  character of any kind); ``pg_trgm``'s GIN index makes that fast and Postgres
+  re-checks the ``LIKE`` itself, so the result does not depend on the index. The
+  pattern is rendered inline (``literal_execute``) so that a prepared statement
+  can never fall back to a generic plan that ignores the index.
+- Without the index (old SQLite, no pg_trgm) there is no pre-filter: grep scans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Connection,
+    and_,
+    bindparam,
+    column,
+    literal_column,
+    or_,
+    select,
+    table,
+    text,
+)
+
+from .models import files
+from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
+
+# Each trigram in an FTS5 AND costs a doclist read (measured: 0.3 ms for 6, 0.6 ms
+# for 12 on 10,000 files); six spread over a long needle narrow almost as well, and
+# the exact check afterwards removes what they let through.
+MAX_TRIGRAMS_PER_NEEDLE = 6
+
+_fts = table("files_fts", column("rowid"))
+
+
+@dataclass(frozen=True)
+class Features:
+    """Which search indexes the connected database has (migration 0003)."""
+
+    dialect: str
+    sqlite_fts: bool = False
+    pg_trgm: bool = False
+
+
+def detect(conn: Connection) -> Features:
+    name = conn.dialect.name
+    if name == "sqlite":
+        found = conn.execute(
+            text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files_fts'")
+        ).first()
+        return Features(name, sqlite_fts=found is not None)
+    if name == "postgresql":
+        found = conn.execute(
+            text(
+                "SELECT 1 FROM pg_indexes WHERE tablename = 'files' "
+                "AND indexname = 'ix_files_content_trgm'"
+            )
+        ).first()
+        return Features(name, pg_trgm=found is not None)
+    return Features(name)
+
+
+def _trigrams(needle: Needle) -> list[str]:
+    grams: list[str] = []
+    for run in needle_runs(needle):
+        for i in range(len(run) - MIN_RUN + 1):
+            g = run[i : i + MIN_RUN]
+            if g not in grams:
+                grams.append(g)
+    if len(grams) > MAX_TRIGRAMS_PER_NEEDLE:
+        step = len(grams) / MAX_TRIGRAMS_PER_NEEDLE
+        grams = [grams[int(i * step)] for i in range(MAX_TRIGRAMS_PER_NEEDLE)]
+    return grams
+
+
+def fts5_query(req: Req) -> str:
+    """An FTS5 MATCH expression over single trigrams (``detail=none`` allows no phrases)."""
+    if isinstance(req, Needle):
+        grams = _trigrams(req)
+        if not grams:
+            raise ValueError(f"needle {req.text!r} has no trigram; prune() it first")
+        return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
+    joiner = " AND " if isinstance(req, AllOf) else " OR "
+    return joiner.join("(" + fts5_query(p) + ")" for p in req.parts)
+
+
+def like_pattern(needle: Needle) -> str:
+    """``%needle%`` for Postgres LIKE (backslash escapes), unsafe characters as ``_``."""
+    out = []
+    for ch in needle.text:
+        if not safe_char(ch, needle.ci):
+            out.append("_")
+        elif ch in "\\%_":
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "%" + "".join(out) + "%"
+
+
+def _pg_condition(req: Req) -> ColumnElement[bool]:
+    if isinstance(req, Needle):
+        value: BindParameter[str] = bindparam(None, like_pattern(req), literal_execute=True)
+        return files.c.content.ilike(value) if req.ci else files.c.content.like(value)
+    parts = [_pg_condition(p) for p in req.parts]
+    return and_(*parts) if isinstance(req, AllOf) else or_(*parts)
+
+
+def candidates(features: Features, req: Req | None) -> ColumnElement[bool] | None:
+    """A WHERE condition on ``files`` narrowing grep to possible matches, or None."""
+    if req is None:
+        return None
+    if features.sqlite_fts:
+        query: BindParameter[str] = bindparam(None, fts5_query(req))
+        return files.c.id.in_(
+            select(_fts.c.rowid).where(literal_column("files_fts").op("MATCH")(query))
+        )
+    if features.pg_trgm:
+        return _pg_condition(req)
+    return None
+
