@@ -65,6 +65,7 @@ class Agent:
         self.max_steps = max_steps
         self.prompt = PromptBuilder(tools.view)
         self.messages: list[dict[str, Any]] = []
+        self._changes_at_build = 0
         if threads is not None and thread_id is not None:
             self.messages = threads.load(thread_id)
 
@@ -95,8 +96,12 @@ class Agent:
 
     # -- the turn -----------------------------------------------------------------
 
-    def _call_model(self) -> ModelResponse:
-        system = self.prompt.build()
+    def _call_model(self, *, first: bool) -> ModelResponse:
+        # Memory is re-checked at the start of a turn (others may have changed it) and
+        # after this agent's own edits, so an edit applies to the very next request.
+        edited = len(self.tools.changes) != self._changes_at_build
+        system = self.prompt.build(check=first or edited)
+        self._changes_at_build = len(self.tools.changes)
         if system.agents_md_version is not None:
             # The model has seen AGENTS.md in full: it may edit or overwrite that version.
             self.tools.seen["/AGENTS.md"] = system.agents_md_version
@@ -119,7 +124,7 @@ class Agent:
         steps = 0
         try:
             while True:
-                response = self._call_model()
+                response = self._call_model(first=steps == 0)
                 total.add(response.usage)
                 # Priced per request: long-context rates apply per request, not per turn.
                 cost = cost_usd(response.model, response.usage)

@@ -2,9 +2,9 @@
 
 Invariants:
 - The prompt reflects memory as it is now: ``build`` re-reads memory whenever the
-  store's generation number for the agent's (or user's) scope has changed, so an
-  edit made in this turn is in the very next request, and a resumed thread sees
-  current memory, not the memory it started with.
+  store's generation number for the agent's (or user's) scope has changed, so a
+  resumed thread sees current memory, not the memory it started with. The loop asks
+  for that check at the start of every turn and after each memory edit of its own.
 - Only name + description of skills and subagents enter the prompt (progressive
   disclosure); a file whose frontmatter cannot be read is listed by path with a note,
   never silently dropped.
@@ -54,17 +54,17 @@ def frontmatter_fields(content: str) -> dict[str, Any] | None:
 class PromptBuilder:
     def __init__(self, view: AgentView) -> None:
         self.view = view
-        self._key: tuple[int, ...] | None = None
+        self._key: int | None = None
         self._cached: SystemPrompt | None = None
 
-    def _generation(self) -> tuple[int, ...]:
-        store = self.view.store
-        key = [store.generation(self.view.scope)]
-        if self.view.user:
-            key.append(store.generation(f"user:{self.view.user}"))
-        return tuple(key)
+    def _generation(self) -> int:
+        scopes = [self.view.scope] + ([f"user:{self.view.user}"] if self.view.user else [])
+        return self.view.store.generation(*scopes)
 
-    def build(self) -> SystemPrompt:
+    def build(self, *, check: bool = True) -> SystemPrompt:
+        """The prompt for current memory; ``check=False`` trusts the cache if there is one."""
+        if not check and self._cached is not None:
+            return self._cached
         key = self._generation()
         if self._cached is None or key != self._key:
             self._cached = self._assemble()

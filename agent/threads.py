@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import builtins
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs.errors import VfsError
 from memagent.vfs.models import events, messages, threads
@@ -42,6 +45,22 @@ class ThreadNotFound(VfsError):
 class ThreadStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._next_seq: dict[str, int] = {}
+
+    @contextmanager
+    def _small_write(self) -> Iterator[Connection]:
+        """A connection for one or two independent statements.
+
+        On Postgres each statement commits by itself (no BEGIN/COMMIT round trips: a
+        thread's log is written several times per turn); SQLite keeps a transaction,
+        which costs nothing there.
+        """
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                yield conn
+        else:
+            with self.engine.begin() as conn:
+                yield conn
 
     def create(self, agent: str, model: str) -> str:
         tid = str(uuid.uuid4())
@@ -90,18 +109,35 @@ class ThreadStore:
 
     def append(self, thread_id: str, message: dict[str, Any], *, usage: dict[str, int] | None = None,
                cost_usd: float | None = None) -> None:
+        """Add a message; one short transaction (the next seq number is remembered)."""
         now = _now()
-        with self.engine.begin() as conn:
+        for attempt in (1, 2):
+            seq = self._next_seq.get(thread_id) or self._last_seq(thread_id) + 1
+            try:
+                with self._small_write() as conn:
+                    conn.execute(insert(messages).values(
+                        thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
+                        usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
+                        created_at=now))
+                    if message["role"] == "user" and _has_text(message["content"]):
+                        # Activity time orders /threads and --resume; one update per turn is enough.
+                        values: dict[str, Any] = {"updated_at": now}
+                        if seq == 1:
+                            values["title"] = _title(message["content"])
+                        conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
+            except IntegrityError:
+                # Another session appended to this thread meanwhile: re-read the end once.
+                self._next_seq.pop(thread_id, None)
+                if attempt == 2:
+                    raise
+                continue
+            self._next_seq[thread_id] = seq + 1
+            return
+
+    def _last_seq(self, thread_id: str) -> int:
+        with self.engine.connect() as conn:
             last = conn.scalar(select(func.max(messages.c.seq)).where(messages.c.thread_id == thread_id))
-            seq = (last or 0) + 1
-            conn.execute(insert(messages).values(
-                thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
-                usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
-                created_at=now))
-            values: dict[str, Any] = {"updated_at": now}
-            if seq == 1 and message["role"] == "user":
-                values["title"] = _title(message["content"])
-            conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
+        return int(last or 0)
 
     def replace_last(self, thread_id: str, message: dict[str, Any]) -> None:
         with self.engine.begin() as conn:
@@ -111,7 +147,7 @@ class ThreadStore:
                          .values(content=message["content"]))
 
     def event(self, thread_id: str, kind: str, data: dict[str, Any]) -> None:
-        with self.engine.begin() as conn:
+        with self._small_write() as conn:
             conn.execute(insert(events).values(thread_id=thread_id, kind=kind, data=data,
                                                created_at=_now()))
 
@@ -132,6 +168,11 @@ class ThreadStore:
                     total[k] = total.get(k, 0) + int(v)
                 cost += float(c or 0)
         return total, cost
+
+
+def _has_text(content: Any) -> bool:
+    return isinstance(content, str) or any(
+        isinstance(b, dict) and b.get("type") == "text" for b in content)
 
 
 def _title(content: Any) -> str:

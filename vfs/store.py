@@ -131,7 +131,7 @@ class Store(Protocol):
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None) -> str: ...
     def all_files(self, scope: str) -> list[FileInfo]: ...
     def validate(self, path: str, content: str) -> None: ...
-    def generation(self, scope: str) -> int: ...
+    def generation(self, *scopes: str) -> int: ...
     def bulk_write(self, scope: str, files: Mapping[str, str], *, author: str = "import",
                    approval: str = "cli", message: str = "") -> list[Change]: ...
 
@@ -142,14 +142,20 @@ class SqlStore:
     def __init__(self, engine: Engine, *, validator: Validator | None = None) -> None:
         self.engine = engine
         self.validator: Validator = validator or _default_validator
+        self._read_options: dict[str, Any] = (
+            {"isolation_level": "AUTOCOMMIT"} if engine.dialect.name == "postgresql" else {})
         # Which search indexes the database has; read on first use (see vfs/fts.py).
         self._search_features: Features | None = None
 
     # -- transactions -------------------------------------------------------
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
+    def _read(self, *, transaction: bool = False) -> Iterator[Connection]:
+        # Reads run in autocommit on Postgres: no BEGIN/ROLLBACK round trips around
+        # a single SELECT (SQLite transactions are in-process and cost nothing).
+        # grep needs a transaction there (server-side cursors, SET LOCAL).
+        options = {} if transaction else self._read_options
+        with self.engine.connect().execution_options(**options) as conn:
             yield conn
 
     @contextmanager
@@ -256,13 +262,14 @@ class SqlStore:
         chosen = lines[offset : None if limit is None else offset + limit]
         return FileContent(path, "".join(chosen), row.version, total, offset, len(chosen))
 
-    def generation(self, scope: str) -> int:
-        """A number that grows with every mutation in ``scope`` (the sum of versions).
+    def generation(self, *scopes: str) -> int:
+        """A number that grows with every mutation in any of ``scopes`` (their sum of versions).
 
-        Lets callers cache what they derive from memory and rebuild only after a change.
+        Every mutation raises one file's version by one (or creates a file at version 1),
+        so callers can cache what they derive from memory and rebuild only after a change.
         """
         with self._read() as conn:
-            total = conn.scalar(select(func.sum(files.c.version)).where(files.c.scope == scope))
+            total = conn.scalar(select(func.sum(files.c.version)).where(files.c.scope.in_(scopes)))
         return int(total or 0)
 
     def all_files(self, scope: str) -> list[FileInfo]:
@@ -339,7 +346,7 @@ class SqlStore:
         base = paths.normalize(path)
         prefix = paths.dir_prefix(base)
         glob_re = compile_glob(glob) if glob else None
-        with self._read() as conn:
+        with self._read(transaction=True) as conn:
             narrow = candidates(self._features(conn), regexinfo.info(regex).required)
             pg_narrow = narrow is not None and conn.dialect.name == "postgresql"
             scope_col: ColumnElement[str] = files.c.scope
