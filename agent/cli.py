@@ -11,8 +11,8 @@ import sys
 import click
 
 from memagent import __version__
-from memagent.agent.cli_chat import chat
 from memagent.agent import templates
+from memagent.agent.cli_chat import chat
 from memagent.agent.cli_common import Ctx, fail, handled
 from memagent.agent.cli_fs import fs
 from memagent.validators import validate as validate_content

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memagent.agent.gate import ApprovalRequest, Gate
+from memagent.agent.gate import ApprovalRequest, Gate, Op
 from memagent.vfs import paths
 from memagent.vfs.errors import NotFound, StaleVersion, VfsError
 from memagent.vfs.render import render_ls, render_numbered
@@ -153,10 +153,10 @@ class ToolBox:
             )
         return version
 
-    def _gated(self, op: str, path: str, before: str | None, after: str | None,
+    def _gated(self, op: Op, path: str, before: str | None, after: str | None,
                commit: Callable[[str], Change]) -> ToolResult:
         diff = unified_diff(before, after, path, path)
-        outcome = self.gate.check(ApprovalRequest(op, path, diff, new_file=before is None))  # type: ignore[arg-type]
+        outcome = self.gate.check(ApprovalRequest(op, path, diff, new_file=before is None))
         if not outcome.approved:
             msg = f"The user rejected this change to {path}; nothing was changed."
             if outcome.feedback:

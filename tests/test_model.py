@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from memagent.agent.model import (
     DEFAULT_MODEL,
     AnthropicModel,
@@ -22,7 +23,6 @@ from memagent.agent.model import (
 )
 from memagent.agent.pricing import cost_usd, price_for
 from memagent.agent.scripted import ScriptedModel, ScriptExhausted
-
 from tests.fake_messages_api import FakeMessagesAPI, ScriptMessage
 
 SYSTEM = [

@@ -1,0 +1,105 @@
+"""``memagent chat``: the interactive session with an agent.
+
+Invariants:
+- Every failure before the session starts (no API key, unknown agent or thread, a
+  model client that cannot be set up) is one line on stderr and exit 1; a usage
+  mistake (``--thread`` with ``--resume``) is exit 2; a session that ends by
+  ``/exit`` or end of input exits 0.
+- The UI is chosen by the terminal: a terminal gets prompt_toolkit + rich, anything
+  else plain line-by-line text (see ``ui``).
+- ``MEMAGENT_STREAM=0`` asks the model for whole answers instead of a stream (for
+  proxies that do not pass server-sent events); the screen shows them the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from memagent.agent import config
+from memagent.agent.cli_common import Ctx, fail, handled
+
+# The model client, the loop and the UI are imported inside ``chat``: importing the
+# anthropic SDK takes over a second, which every other command would pay otherwise.
+# So the two defaults below are spelled out here (a test checks they match the core).
+MAX_STEPS_DEFAULT = 25
+MODEL_DEFAULT = "claude-sonnet-5-5"
+
+NO_KEY = "no API key: set one with `export ANTHROPIC_API_KEY=...` and run `memagent chat` again"
+
+
+def stream_enabled() -> bool:
+    return os.environ.get("MEMAGENT_STREAM", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@click.command("chat")
+@click.argument("agent", required=False)
+@click.option("--thread", "thread_id", default=None, metavar="ID",
+              help="Continue the thread with this id (a unique prefix is enough; see /threads).")
+@click.option("--resume", is_flag=True, help="Continue the agent's most recent thread.")
+@click.option("--yolo", is_flag=True,
+              help="Apply memory edits without asking (each revision records 'yolo').")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=MAX_STEPS_DEFAULT,
+              show_default=True, help="Most tool steps the agent may take in one turn.")
+@click.pass_obj
+@handled
+def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo: bool,
+         model_name: str | None, max_steps: int) -> None:
+    """Talk with AGENT (default: $MEMAGENT_AGENT or 'default'); it keeps what it learns.
+
+    \b
+    Type /help inside for the commands. Memory edits show a diff and ask:
+    y = approve, n = reject, n: <feedback> = reject and say why, a = approve all.
+    Without a terminal, turns and answers are read line by line from stdin.
+    MEMAGENT_STREAM=0 asks the model for whole answers instead of a stream.
+    """
+    if thread_id and resume:
+        raise click.UsageError("--thread and --resume cannot be used together; pick one")
+    from memagent.agent import slash
+    from memagent.agent.model import (
+        DEFAULT_MODEL,
+        AnthropicModel,
+        ModelError,
+        api_key_configured,
+    )
+    from memagent.agent.repl import build_session
+    from memagent.agent.threads import ThreadStore
+    from memagent.agent.ui import make_ui
+
+    if not api_key_configured():
+        fail(NO_KEY)
+    name = model_name or os.environ.get("MEMAGENT_MODEL") or DEFAULT_MODEL
+    view = ctx.view(agent)
+    threads = ThreadStore(ctx.store.engine)
+    notes: list[str] = []
+    tid: str | None = None
+    if thread_id:
+        tid = threads.get(view.agent, thread_id).id
+    elif resume:
+        tid = threads.latest(view.agent)
+        if tid is None:
+            notes.append("no earlier thread to resume; starting a new one")
+    try:
+        model = AnthropicModel(name, stream=stream_enabled())
+    except ModelError as exc:
+        fail(str(exc))
+    ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
+                 history_path=config.data_dir() / "chat_history")
+    session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
+                            max_steps=max_steps)
+    if tid is None:
+        where = "new thread"
+    else:
+        info = threads.get(view.agent, tid)
+        where = f"thread {tid[:8]} resumed ({info.messages} messages: {info.title or 'untitled'})"
+    ui.header([
+        f"memagent · agent {view.agent} · model {name} · {where}"
+        + (" · yolo: edits are not asked" if yolo else ""),
+        "Type a message; /help for commands; Ctrl-C stops a turn; Ctrl-D quits.",
+        *notes,
+    ])
+    sys.exit(session.run())

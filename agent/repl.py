@@ -1,0 +1,147 @@
+"""The chat session: read a line, run a turn or a slash command, repeat.
+
+Invariants:
+- A session never dies of a turn: a model error is one line and the session goes
+  on (the thread keeps the user's message; the loop folds the next one into it);
+  Ctrl-C during a turn ends that turn only (the loop keeps the thread consistent);
+  Ctrl-C at the prompt clears the line.
+- End of input ends the session with status 0, also when it comes during an
+  approval (the UI rejects the edit and marks itself closed).
+- Every memory revision this session makes (the agent's through the gate, and
+  ``/undo``'s) is recorded in ``Session.log`` in order, for ``/history``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memagent.agent import slash
+from memagent.agent.gate import Gate
+from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, TurnResult
+from memagent.agent.model import Model, ModelError, ModelResponse
+from memagent.agent.threads import ThreadStore
+from memagent.agent.tools import ToolBox
+from memagent.agent.ui import UI, PromptInfo
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.types import Change
+
+
+class ShownText:
+    """A ``Model`` that passes its answer's text to ``on_text`` even when it did not
+    stream (``MEMAGENT_STREAM=0``), so every answer reaches the screen the same way."""
+
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def respond(self, *, on_text: Callable[[str], None] | None = None,
+                **kwargs: Any) -> ModelResponse:
+        streamed = False
+
+        def relay(chunk: str) -> None:
+            nonlocal streamed
+            streamed = True
+            assert on_text is not None
+            on_text(chunk)
+
+        response = self.inner.respond(on_text=relay if on_text else None, **kwargs)
+        if on_text is not None and not streamed and response.text:
+            on_text(response.text)
+        return response
+
+
+@dataclass
+class Session:
+    ui: UI
+    agent: Agent
+    threads: ThreadStore
+    log: list[Change] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def tools(self) -> ToolBox:
+        return self.agent.tools
+
+    @property
+    def view(self) -> AgentView:
+        return self.agent.tools.view
+
+    @property
+    def gate(self) -> Gate:
+        return self.agent.tools.gate
+
+    @property
+    def model_name(self) -> str:
+        return self.agent.model.name
+
+    def prompt(self) -> PromptInfo:
+        return PromptInfo(self.view.agent, self.gate.yolo)
+
+    def record(self, change: Change, _approval: str = "") -> None:
+        self.log.append(change)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        while not self.done and not self.ui.closed:
+            try:
+                line = self.ui.read_input(self.prompt())
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt: drop the line, ask again
+            if line is None:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                if slash.is_command(line):
+                    slash.dispatch(self, line)
+                else:
+                    self.run_turn(line)
+            except KeyboardInterrupt:
+                self.ui.note("interrupted")
+        return 0
+
+    def run_turn(self, text: str) -> TurnResult | None:
+        """One agent turn with its error handling and the usage line after it."""
+        try:
+            result = self.agent.turn(text)
+        except ModelError as exc:
+            self.ui.error(str(exc))
+            return None
+        if self.ui.closed:
+            return result
+        if result.stopped == "interrupted":
+            self.ui.note("interrupted; the conversation is kept, type to go on")
+        elif result.stopped == "step_limit":
+            # The loop appends its note to the text, which was never streamed.
+            self.ui.note(result.text.rsplit("\n\n", 1)[-1])
+        elif result.stopped == "max_tokens":
+            self.ui.note("the answer hit the length limit; say 'continue' for the rest")
+        if result.usage.total_input_tokens or result.usage.output_tokens:
+            self.ui.note(usage_line(result))
+        return result
+
+
+def usage_line(result: TurnResult) -> str:
+    u = result.usage
+    cached = u.cache_read_input_tokens
+    parts = [f"{u.total_input_tokens:,} tokens in" + (f" ({cached:,} cached)" if cached else ""),
+             f"{u.output_tokens:,} out"]
+    parts.append(f"${result.cost_usd:.4f}" if result.cost_usd is not None else "cost unknown")
+    return " · ".join(parts)
+
+
+def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore,
+                  thread_id: str | None = None, yolo: bool = False,
+                  max_steps: int = DEFAULT_MAX_STEPS) -> Session:
+    """Wire the UI's approver into the gate and its hooks into the loop."""
+    gate = Gate(ui.confirm, yolo=yolo)
+    tools = ToolBox(view, gate)
+    agent = Agent(tools, ShownText(model), threads=threads, thread_id=thread_id,
+                  hooks=ui.hooks(), max_steps=max_steps)
+    session = Session(ui, agent, threads)
+    tools.on_change = session.record
+    return session

@@ -1,0 +1,231 @@
+"""Slash commands of ``memagent chat``: small functions registered in one table.
+
+Invariants:
+- ``COMMANDS`` is the only list of commands: dispatch, ``/help`` and the terminal's
+  completion all read it, so a command cannot exist without its one-line help.
+- Commands change memory only two ways: ``/remember`` and ``/compact`` send a prompt
+  through ``Agent.turn``, so every edit passes the validators and the approval gate;
+  ``/undo`` is the person's own act and is recorded as author ``user``, approval
+  ``human``.
+- A command's mistake (a missing file, a bad path) is one line through the UI; it
+  never ends the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from memagent.vfs.errors import NotFound, VfsError
+from memagent.vfs.render import human_size, render_log, when
+
+if TYPE_CHECKING:
+    from memagent.agent.repl import Session
+
+Handler = Callable[["Session", str], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: str
+    help: str
+    run: Handler
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, args: str, help: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name] = Command(name, args, help, fn)
+        return fn
+
+    return register
+
+
+def is_command(line: str) -> bool:
+    return line.startswith("/")
+
+
+def dispatch(session: Session, line: str) -> None:
+    name, _, arg = line.strip().partition(" ")
+    cmd = COMMANDS.get(name.lower())
+    if cmd is None:
+        session.ui.error(f"unknown command {name}; type /help to see the commands")
+        return
+    try:
+        cmd.run(session, arg.strip())
+    except VfsError as exc:
+        session.ui.error(str(exc))
+
+
+def prompt_text(name: str) -> str:
+    """A built-in prompt from ``skills_templates/prompts/<name>.md``."""
+    files = resources.files("memagent.skills_templates")
+    return files.joinpath(f"prompts/{name}.md").read_text("utf-8").strip()
+
+
+# -- memory --------------------------------------------------------------------------
+
+
+@command("/remember", "[hint]", "reflect on this conversation and update memory (gated)")
+def remember(session: Session, arg: str) -> None:
+    text = prompt_text("remember")
+    if arg:
+        text += f"\n\nThe user adds this hint about what to remember: {arg}"
+    session.run_turn(text)
+
+
+@command("/compact", "", "merge duplicates and generalise memory; move detail into skills (gated)")
+def compact(session: Session, arg: str) -> None:
+    session.run_turn(prompt_text("compact"))
+
+
+def memory_tree(files: list[tuple[str, int]], root: str = "/") -> str:
+    """``files`` (path, size) under ``root`` as an indented tree with sizes."""
+    tree: dict[str, object] = {}
+    for path, size in files:
+        node = tree
+        parts = path[len(root):].strip("/").split("/")
+        for part in parts[:-1]:
+            child = node.setdefault(part + "/", {})
+            assert isinstance(child, dict)
+            node = child
+        node[parts[-1]] = size
+    total = sum(size for _, size in files)
+    lines = [f"{root}  ({len(files)} file{'s' if len(files) != 1 else ''}, {human_size(total)})"]
+
+    def walk(node: dict[str, object], indent: str) -> None:
+        names = sorted(node)
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            value = node[name]
+            branch = "└── " if last else "├── "
+            if isinstance(value, dict):
+                lines.append(f"{indent}{branch}{name}")
+                walk(value, indent + ("    " if last else "│   "))
+            else:
+                assert isinstance(value, int)
+                lines.append(f"{indent}{branch}{name}  ({human_size(value)})")
+
+    walk(tree, "")
+    return "\n".join(lines)
+
+
+@command("/memory", "[PATH]", "show the memory tree with sizes, or one file")
+def memory(session: Session, arg: str) -> None:
+    view = session.view
+    if arg and view.exists(arg):
+        fc = view.read(arg)
+        if fc.content:
+            session.ui.show_file(fc.path, fc.content)
+        else:
+            session.ui.info(f"{fc.path} is empty (version {fc.version}).")
+        return
+    root = "/" + arg.strip("/") + "/" if arg and arg.strip("/") else "/"
+    found = sorted(p for p in view.glob("*", "/") if p.startswith(root))
+    if not found:
+        if root != "/":
+            raise NotFound(f"nothing in memory at {arg}; type /memory to see the tree")
+        session.ui.info("Memory is empty.")
+        return
+    session.ui.show_text(memory_tree([(p, view.stat(p).size) for p in found], root))
+
+
+@command("/history", "[PATH]", "revisions of PATH; without PATH, those made in this session")
+def history(session: Session, arg: str) -> None:
+    view = session.view
+    if arg:
+        session.ui.show_text(f"{arg}\n" + render_log(view.history(arg)))
+        return
+    if not session.log:
+        session.ui.info("No memory changes in this session yet.")
+        return
+    lines = []
+    for change in reversed(session.log):
+        revs = [r for r in view.history(change.path) if r.version == change.version]
+        lines.append(f"{change.path}  " + (render_log(revs) if revs else f"v{change.version}"))
+    session.ui.show_text("\n".join(lines))
+
+
+@command("/undo", "", "revert the last memory edit made in this session")
+def undo(session: Session, arg: str) -> None:
+    tools, view = session.tools, session.view
+    if not tools.changes:
+        session.ui.info("Nothing to undo: no memory edit was made in this session.")
+        return
+    change = tools.changes[-1]
+    current = view.history(change.path)[0].version
+    if current != change.version:
+        session.ui.error(
+            f"{change.path} changed after that edit (it is now version {current}); see "
+            f"/history {change.path} and use `memagent fs revert` to pick a version")
+        return
+    if change.before is None:
+        done = view.delete(change.path, expected_version=change.version, author="user",
+                           approval="human", message=f"undo: remove version {change.version}")
+        what = f"removed {change.path}, which that edit created"
+    else:
+        done = view.revert(change.path, change.version - 1, author="user", approval="human",
+                           message=f"undo version {change.version}")
+        what = f"{change.path} is back to version {change.version - 1}"
+    tools.changes.pop()
+    # The model's idea of the file is now stale: make it read the file again.
+    tools.seen.pop(change.path, None)
+    session.record(done)
+    session.ui.info(f"Undone: {what} (recorded as version {done.version}).")
+
+
+# -- session ---------------------------------------------------------------------------
+
+
+@command("/yolo", "", "toggle approvals off/on (the prompt shows (yolo) while off)")
+def yolo(session: Session, arg: str) -> None:
+    gate = session.gate
+    gate.yolo = not gate.yolo
+    if gate.yolo:
+        session.ui.info("yolo on: memory edits are applied without asking (recorded as yolo).")
+    else:
+        # Turning approvals back on should mean every edit asks again.
+        gate.always = False
+        session.ui.info("yolo off: every memory edit asks for approval.")
+
+
+@command("/threads", "", "list this agent's threads: ids, titles, dates, message counts")
+def threads(session: Session, arg: str) -> None:
+    items = session.threads.list(session.view.agent)
+    if not items:
+        session.ui.info("No threads yet.")
+        return
+    current = session.agent.thread_id
+    lines = []
+    for t in items:
+        mark = "*" if t.id == current else " "
+        title = t.title or "(untitled)"
+        lines.append(f"{mark} {t.id[:8]}  {when(t.updated_at)}  {t.messages:>4} msgs  {title}")
+    lines.append("Continue one with `memagent chat --thread ID` (* = this thread).")
+    session.ui.show_text("\n".join(lines))
+
+
+@command("/new", "", "start a fresh thread (memory stays)")
+def new(session: Session, arg: str) -> None:
+    session.agent.new_thread()
+    # What the model read belongs to the old conversation.
+    session.tools.seen.clear()
+    session.ui.info("Started a new thread.")
+
+
+@command("/help", "", "list the commands")
+def help_(session: Session, arg: str) -> None:
+    width = max(len(f"{c.name} {c.args}".strip()) for c in COMMANDS.values())
+    lines = [f"{(c.name + ' ' + c.args).strip():<{width}}  {c.help}" for c in COMMANDS.values()]
+    lines.append("Anything else is sent to the agent. Ctrl-C stops a turn, Ctrl-D quits.")
+    session.ui.show_text("\n".join(lines))
+
+
+@command("/exit", "", "end the session")
+def exit_(session: Session, arg: str) -> None:
+    session.done = True

@@ -1,0 +1,334 @@
+"""The terminal UI: prompt_toolkit for input, rich for output.
+
+Invariants:
+- At most one live element (the "thinking" spinner) is on screen at a time, and it is
+  stopped before anything else writes to the terminal or asks a question, so output
+  never interleaves with a redraw.
+- Model text is shown as it streams, rendered as Markdown: finished blocks are printed
+  once for good and only the block being written is redrawn (``MarkdownStream``), so
+  redraws stay small and never reach above the top of the screen. The rest (tool
+  lines, diff panels, notes) is printed between model calls.
+- Between prompts the terminal neither echoes keys nor edits lines: text typed ahead
+  during a turn (Ctrl-D included) stays buffered, byte for byte, for the next prompt
+  instead of being printed into the live region, which would break its redraws.
+  Ctrl-C still interrupts. The original terminal mode is restored at exit.
+- Input history lives in a file in the data directory; if that file cannot be used
+  the session still runs, with in-memory history.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape as xml_escape
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.formatted_text import HTML
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.markup import escape
+from rich.panel import Panel
+from rich.segment import Segment
+from rich.status import Status
+from rich.syntax import Syntax
+from rich.text import Text
+
+from memagent.agent.gate import ApprovalRequest, Decision
+from memagent.agent.tools import ToolResult, describe_call
+from memagent.agent.ui import APPROVAL_HELP, UI, InputClosed, PromptInfo, result_summary
+
+
+class SlashCompleter(Completer):
+    """Completes a slash command while it is the only word typed."""
+
+    def __init__(self, commands: Mapping[str, str]) -> None:
+        self.commands = dict(commands)
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent
+                        ) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or " " in text:
+            return
+        for name, help_text in self.commands.items():
+            if name.startswith(text):
+                yield Completion(name, start_position=-len(text), display_meta=help_text)
+
+
+def _history(path: Path | None) -> History:
+    if path is None:
+        return InMemoryHistory()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+    except OSError:
+        return InMemoryHistory()
+    return FileHistory(str(path))
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured line by line."""
+    out = Text()
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        else:
+            style = ""
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out
+
+
+def stable_prefix(text: str) -> int:
+    """Length of the leading part of streamed Markdown that later text cannot change:
+    up to the last blank line outside a code fence (0 if there is none)."""
+    pos = len(text)
+    while True:
+        pos = text.rfind("\n\n", 0, pos)
+        if pos == -1:
+            return 0
+        fences = sum(1 for line in text[:pos].split("\n")
+                     if line.lstrip().startswith(("```", "~~~")))
+        if fences % 2 == 0:
+            return pos + 2
+
+
+class TrimmedMarkdown:
+    """Markdown without the blank lines rich puts around some blocks (a list starts
+    with one), so blocks printed one at a time are spaced like one document."""
+
+    def __init__(self, text: str) -> None:
+        self.markdown = Markdown(text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.markdown, options, pad=False)
+        while lines and not "".join(seg.text for seg in lines[0]).strip():
+            lines.pop(0)
+        while lines and not "".join(seg.text for seg in lines[-1]).strip():
+            lines.pop()
+        for line in lines:
+            yield from line
+            yield Segment.line()
+
+
+class MarkdownStream:
+    """Shows streamed Markdown: complete blocks are printed for good, the block still
+    being written is a live region redrawn at most ``fps`` times a second."""
+
+    def __init__(self, console: Console, fps: float = 20) -> None:
+        self.console = console
+        self._pending = ""
+        self._live: Live | None = None
+        self._interval = 1 / fps
+        self._last = 0.0
+
+    def feed(self, chunk: str) -> None:
+        self._pending += chunk
+        cut = stable_prefix(self._pending)
+        if self._live is None:
+            self._live = Live(console=self.console, auto_refresh=False,
+                              vertical_overflow="ellipsis")
+            self._live.start()
+        if cut:
+            done, self._pending = self._pending[:cut], self._pending[cut:]
+            self._live.update(TrimmedMarkdown(self._pending), refresh=False)
+            # Printed above the live region, which then redraws below it.
+            self.console.print(TrimmedMarkdown(done))
+            self.console.print()
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            self._live.update(TrimmedMarkdown(self._pending), refresh=True)
+            self._last = now
+
+    def finish(self) -> None:
+        if self._live is not None:
+            self._live.update(TrimmedMarkdown(self._pending), refresh=False)
+            self._live.stop()  # draws the final state in full
+            self._live = None
+        self._pending = ""
+
+
+class _TypeAhead:
+    """Keeps keys typed during a turn for the next prompt (POSIX terminals only)."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.saved: list[Any] | None = None
+        try:
+            import termios
+
+            fd = sys.stdin.fileno()
+            self.saved = termios.tcgetattr(fd)
+            self.fd = fd
+        except (ImportError, OSError, ValueError):
+            return
+        atexit.register(self.restore)
+
+    def set(self, prompting: bool) -> None:
+        """Cooked mode while prompt_toolkit reads (it sets raw mode itself and
+        restores this), no echo and no line editing while a turn runs."""
+        if self.fd is None:
+            return
+        import termios
+
+        try:
+            attrs = termios.tcgetattr(self.fd)
+            flags = termios.ECHO | termios.ICANON
+            attrs[3] = attrs[3] | flags if prompting else attrs[3] & ~flags
+            termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        except (OSError, termios.error):
+            self.fd = None
+
+    def restore(self) -> None:
+        if self.fd is not None and self.saved is not None:
+            import termios
+
+            with contextlib.suppress(OSError, termios.error):
+                termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
+
+
+class TerminalUI(UI):
+    def __init__(self, *, commands: Mapping[str, str], history_path: Path | None,
+                 console: Console | None = None) -> None:
+        super().__init__()
+        self.console = console or Console(highlight=False)
+        self._session: PromptSession[str] = PromptSession(
+            history=_history(history_path), completer=SlashCompleter(commands),
+            complete_while_typing=True)
+        # Approval answers are not worth recalling with the up arrow.
+        self._confirm_session: PromptSession[str] = PromptSession(history=InMemoryHistory())
+        self._status: Status | None = None
+        self._stream: MarkdownStream | None = None
+        self._keys = _TypeAhead()
+
+    # -- screen state ---------------------------------------------------------------
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _end_line(self) -> None:
+        """Stop whatever is live so the next output starts on a clean line."""
+        self._stop_status()
+        if self._stream is not None:
+            self._stream.finish()
+            self._stream = None
+
+    def _print(self, *objects: object, **kwargs: object) -> None:
+        self._end_line()
+        self.console.print(*objects, **kwargs)  # type: ignore[arg-type]
+
+    # -- input ------------------------------------------------------------------------
+
+    def read_input(self, prompt: PromptInfo) -> str | None:
+        self._end_line()
+        self.console.print()  # air between turns
+        yolo = " <ansiyellow>(yolo)</ansiyellow>" if prompt.yolo else ""
+        message = HTML(f"<b>{xml_escape(prompt.agent)}</b>{yolo}<b>&gt;</b> ")
+        self._keys.set(prompting=True)
+        try:
+            return self._session.prompt(message)
+        except EOFError:
+            return None
+        finally:
+            self._keys.set(prompting=False)
+
+    def confirm(self, request: ApprovalRequest) -> Decision:
+        self._end_line()
+        subtitle = "new file" if request.new_file else None
+        self.console.print(Panel(diff_text(request.diff), title=escape(request.title),
+                                 title_align="left", subtitle=subtitle,
+                                 border_style="yellow", expand=False))
+        question = HTML("Approve? <b>[y]</b>es / <b>[n]</b>o / <b>n: feedback</b> / "
+                        "<b>[a]</b>lways ")
+        while True:
+            try:
+                answer = self._confirm_session.prompt(question)
+            except EOFError:
+                self.closed = True
+                self.console.print("[red]✗ rejected[/] (end of input; the session ends)")
+                raise InputClosed from None
+            decision = Decision.parse(answer)
+            if decision is None:
+                self.console.print(f"[yellow]{APPROVAL_HELP}[/]")
+                continue
+            if decision.kind == "reject":
+                fb = f": {escape(decision.feedback)}" if decision.feedback else ""
+                self.console.print(f"[red]✗ rejected[/]{fb}")
+            elif decision.kind == "always":
+                self.console.print("[green]✓ approved[/] (and every further edit this session)")
+            else:
+                self.console.print("[green]✓ approved[/]")
+            return decision
+
+    # -- output -----------------------------------------------------------------------
+
+    def header(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        self._print(Text(lines[0], style="bold"))
+        for line in lines[1:]:
+            self._print(Text(line, style="dim"))
+
+    def info(self, text: str) -> None:
+        self._print(Text(text))
+
+    def note(self, text: str) -> None:
+        self._print(Text(text, style="dim"))
+
+    def error(self, text: str) -> None:
+        self._print(Text(f"memagent: {text}", style="red"))
+
+    def show_text(self, text: str) -> None:
+        self._print(Text(text.rstrip("\n")))
+
+    def show_file(self, path: str, content: str) -> None:
+        lexer = "json" if path.endswith(".json") else "markdown"
+        self._print(Panel(Syntax(content.rstrip("\n") or " ", lexer, word_wrap=True,
+                                 background_color="default"),
+                          title=escape(path), title_align="left", border_style="dim"))
+
+    # -- hooks --------------------------------------------------------------------------
+
+    def on_text(self, chunk: str) -> None:
+        self._stop_status()
+        if self._stream is None:
+            self._stream = MarkdownStream(self.console)
+        self._stream.feed(chunk)
+
+    def on_model_start(self) -> None:
+        self._end_line()
+        self._status = self.console.status("[dim]thinking…[/]", spinner="dots")
+        self._status.start()
+
+    def on_model_end(self) -> None:
+        self._end_line()
+
+    def on_tool_call(self, name: str, args: dict[str, object]) -> None:
+        call = describe_call(name, dict(args))
+        self._print(Text.assemble(("⏺ ", "green"), (call, "bold")))
+
+    def on_tool_result(self, name: str, result: ToolResult) -> None:
+        if result.is_error:
+            self._print(Text("  ⎿  " + result.content.replace("\n", "\n     "), style="red"))
+        else:
+            self._print(Text("  ⎿  " + result_summary(name, result), style="dim"))
+
+    def on_retry(self, note: str) -> None:
+        # Printed above the spinner, which keeps turning while the SDK waits.
+        self.console.print(Text(f"  ↻ {note}", style="yellow"))

@@ -1,0 +1,241 @@
+"""``memagent chat`` in a real pseudo-terminal (pexpect), as a new user starts it.
+
+Checks what the screen shows: the prompt, the spinner, the answer streaming in, a
+coloured diff panel, the approval keys, the yolo prompt, Ctrl-C and Ctrl-D. The
+output is read raw and compared with escape sequences stripped (and, where colour
+is the point, raw).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memagent.agent import config
+from memagent.vfs import SqlStore, open_store
+from memagent.vfs.scopes import AgentView
+from tests.cli_helpers import MEMAGENT
+from tests.fake_messages_api import FakeMessagesAPI
+
+pexpect = pytest.importorskip("pexpect")
+if sys.platform == "win32":  # pragma: no cover
+    pytest.skip("needs a POSIX pseudo-terminal", allow_module_level=True)
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
+RULE = "- Use bullet points when you summarise."
+APPROVE = "Approve? [y]es / [n]o / n: feedback / [a]lways"
+
+
+class Screen:
+    """A terminal session: raw output so far, and waits on its visible text."""
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+        self.raw = ""
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw)
+
+    def _pump(self, timeout: float) -> None:
+        with contextlib.suppress(pexpect.TIMEOUT):
+            self.raw += self.child.read_nonblocking(65536, timeout=timeout)
+
+    def wait_for(self, needle: str, *, after: int = 0, timeout: float = 30) -> int:
+        """Wait until ``needle`` shows (past text offset ``after``); its end offset."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.text.find(needle, after)
+            if found != -1:
+                return found + len(needle)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} not on screen; it shows:\n{self.text[-2000:]}")
+            try:
+                self._pump(0.05)
+            except pexpect.EOF:
+                if needle not in self.text[after:]:
+                    raise AssertionError(
+                        f"process ended without showing {needle!r}:\n{self.text[-2000:]}"
+                    ) from None
+
+    def type(self, line: str) -> None:
+        self.child.send(line + "\r")
+
+    def finish(self, timeout: float = 30) -> int:
+        """Wait for the process to end; its exit status."""
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            try:
+                self._pump(0.1)
+            except pexpect.EOF:
+                break
+        if self.child.isalive():
+            self.child.terminate(force=True)
+            raise AssertionError(f"still running after {timeout}s; screen:\n{self.text[-2000:]}")
+        self.child.wait()
+        return int(self.child.exitstatus)
+
+
+@pytest.fixture(autouse=True)
+def terminal_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR", "NO_COLOR", "MEMAGENT_STREAM"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    monkeypatch.setenv("TERM", "xterm-256color")
+    # pexpect does not answer prompt_toolkit's cursor-position queries.
+    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
+
+
+@pytest.fixture
+def store() -> Iterator[SqlStore]:
+    s = open_store(config.db_url())
+    s.create_agent("bot", {"/AGENTS.md": ""})
+    yield s
+    s.engine.dispose()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeMessagesAPI]:
+    # A pause between stream events so streaming can be seen happening.
+    with FakeMessagesAPI(event_delay=0.15) as server:
+        yield server
+
+
+def start(api: FakeMessagesAPI, *args: str) -> Screen:
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.base_url}
+    child = pexpect.spawn(MEMAGENT, ["chat", "bot", *args], env=env, dimensions=(40, 120),
+                          encoding="utf-8", timeout=30)
+    return Screen(child)
+
+
+def test_a_new_user_session(api: FakeMessagesAPI, store: SqlStore) -> None:
+    answer = ("Here is the summary: the launch moved to May, Ann owns the budget and "
+              "the team meets weekly.")
+    api.enqueue_text(answer)
+    api.enqueue_tool_use("write_file",
+                         {"file_path": "/AGENTS.md", "content": f"# Preferences\n{RULE}\n"},
+                         text="Understood, I'll keep that as a rule.")
+    api.enqueue_text("Saved. From now on:\n\n- bullet points\n- in every summary")
+    screen = start(api)
+
+    pos = screen.wait_for("memagent · agent bot · model claude-sonnet-5-5 · new thread")
+    pos = screen.wait_for("bot>", after=pos)
+    screen.type("Summarise: launch moved to May, Ann owns budget, weekly meetings")
+    pos = screen.wait_for("thinking…", after=pos)
+    # Streaming: the first words are on screen before the last ones have arrived.
+    pos = screen.wait_for("Here is", after=pos)
+    assert "meets weekly." not in screen.text[pos:]
+    pos = screen.wait_for("meets weekly.", after=pos)
+    pos = screen.wait_for("tokens in · ", after=pos)
+    pos = screen.wait_for("bot>", after=pos)
+
+    screen.type("use bullet points when you summarise")
+    pos = screen.wait_for("⏺ write_file(/AGENTS.md)", after=pos)
+    pos = screen.wait_for("╭─ overwrite /AGENTS.md", after=pos)
+    panel_start = len(screen.raw)
+    pos = screen.wait_for("│ +" + RULE, after=pos)
+    pos = screen.wait_for(APPROVE, after=pos)
+    # The added line is green in the panel.
+    assert "\x1b[32m+" + RULE in screen.raw[panel_start - 2000:]
+
+    screen.type("perhaps")
+    pos = screen.wait_for("Please answer y, n, n: <feedback>, or a.", after=pos)
+    pos = screen.wait_for(APPROVE, after=pos)
+    screen.type("y")
+    pos = screen.wait_for("✓ approved", after=pos)
+    pos = screen.wait_for("⎿  Wrote /AGENTS.md (now version 2).", after=pos)
+    pos = screen.wait_for("• bullet points", after=pos)  # Markdown list rendered
+    pos = screen.wait_for("bot>", after=pos)
+
+    screen.type("/yolo")
+    pos = screen.wait_for("yolo on", after=pos)
+    pos = screen.wait_for("bot (yolo)>", after=pos)
+    screen.child.sendeof()
+    assert screen.finish() == 0
+    assert AgentView(store, "bot").read("/AGENTS.md").content == f"# Preferences\n{RULE}\n"
+
+
+def test_reject_with_feedback_keys(api: FakeMessagesAPI, store: SqlStore) -> None:
+    api.enqueue_tool_use("write_file", {"file_path": "/AGENTS.md", "content": f"{RULE}\n"})
+    api.enqueue_text("Fine.")
+    screen = start(api)
+
+    pos = screen.wait_for("bot>")
+    screen.type("use bullet points")
+    pos = screen.wait_for(APPROVE, after=pos)
+    screen.type("n: say it shorter")
+    pos = screen.wait_for("✗ rejected: say it shorter", after=pos)
+    pos = screen.wait_for("The user rejected this change to /AGENTS.md", after=pos)
+    pos = screen.wait_for("bot>", after=pos)
+    screen.child.sendeof()
+    assert screen.finish() == 0
+
+    result = api.requests[-1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "say it shorter" in result["content"]
+    assert AgentView(store, "bot").read("/AGENTS.md").content == ""
+
+
+def test_ctrl_c_stops_a_turn_and_clears_a_line(store: SqlStore) -> None:
+    with FakeMessagesAPI(event_delay=0.6) as api:
+        api.enqueue_text("one two three four five six seven eight nine ten eleven twelve")
+        api.enqueue_text("Going on.")
+        screen = start(api)
+
+        pos = screen.wait_for("bot>")
+        screen.type("count slowly")
+        pos = screen.wait_for("one two", after=pos)
+        screen.child.sendintr()
+        pos = screen.wait_for("interrupted; the conversation is kept", after=pos)
+        pos = screen.wait_for("bot>", after=pos)
+
+        screen.child.send("half a thought")
+        pos = screen.wait_for("half a thought", after=pos)
+        screen.child.sendintr()  # at the prompt: drops the line, asks again
+        pos = screen.wait_for("half a thought", after=pos)  # the line's last redraw
+        pos = screen.wait_for("bot>", after=pos)
+        screen.type("go on")
+        pos = screen.wait_for("Going on.", after=pos)
+        screen.child.sendeof()
+        assert screen.finish() == 0
+
+    # The interrupted request left the thread consistent; the dropped line was never sent.
+    last = api.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["user"]
+    assert [b["text"] for b in last[0]["content"]] == ["count slowly", "go on"]
+
+
+def test_slash_completion_and_memory_tree(api: FakeMessagesAPI, store: SqlStore) -> None:
+    screen = start(api)
+    pos = screen.wait_for("bot>")
+    screen.child.send("/me")
+    pos = screen.wait_for("show the memory tree with sizes", after=pos)  # completion menu
+    screen.child.send("\t")
+    screen.child.send("\r")
+    pos = screen.wait_for("└── AGENTS.md  (0 B)", after=pos)
+    screen.type("/bogus")
+    pos = screen.wait_for("unknown command /bogus; type /help", after=pos)
+    screen.child.sendeof()
+    assert screen.finish() == 0
+    assert api.requests == []
+    history = (config.data_dir() / "chat_history").read_text()
+    assert "/memory" in history and "/bogus" in history
+
+
+def test_retry_note_is_visible(api: FakeMessagesAPI, store: SqlStore) -> None:
+    api.enqueue_error(529, "overloaded_error", "Overloaded")
+    api.enqueue_text("Made it.")
+    screen = start(api)
+    pos = screen.wait_for("bot>")
+    screen.type("hello")
+    pos = screen.wait_for("↻ model API overloaded (529), retrying in", after=pos)
+    pos = screen.wait_for("Made it.", after=pos)
+    screen.child.sendeof()
+    assert screen.finish() == 0
