@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import random
+import re
 import string
 import time
 import uuid
@@ -21,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memagent.validators import scan_secrets, validate
+from memagent.validators import secrets as scanner
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
@@ -347,3 +349,146 @@ def test_scanning_crafted_input_stays_linear(unit: str) -> None:
     start = time.perf_counter()
     scan_secrets(text)
     assert time.perf_counter() - start < 5
+
+
+# --- the fast scan finds exactly what the plain finditer scan finds ----------------
+#
+# scan_secrets tries each rule's regex only where one of its anchors occurs;
+# _scan_reference runs every regex over the whole text. Both must agree on every
+# match of every rule (spans, not just the reported lines), on any text.
+
+
+def assert_same_as_reference(text: str) -> None:
+    candidates = scanner._Candidates(text)
+    # The anchor layer finds every occurrence of every literal, overlapping ones too...
+    folded = scanner._fold(text)
+    for is_folded, literal in scanner._GROUP_OF:
+        target = folded if is_folded else text
+        expected = [m.start() for m in re.finditer(f"(?={re.escape(literal)})", target)]
+        assert candidates._occurrences(is_folded, literal) == expected, literal
+    # ...and the rules, tried only there, match exactly where finditer does.
+    for rule in scanner._RULES:
+        fast = [m.span() for m in scanner._fast_matches(rule, text, candidates.starts(rule))]
+        slow = [m.span() for m in rule.regex.finditer(text)]
+        assert fast == slow, rule.what
+    assert scan_secrets(text) == scanner._scan_reference(text)
+
+
+# Text that sits right next to the anchors: near-misses, neighbours that make or
+# break a \b or a look-behind, case variants for the (?i) rules, the non-ASCII
+# letters (?i) folds to ASCII, and anchors repeated so that occurrences overlap.
+NEAR_MISSES: list[str] = [
+    # provider prefixes, alone, repeated so occurrences overlap, or inside a word
+    *("sk-", "ask-", "desk-", "sk-ant-", "sk-proj-", "sk_live_", "rk_live_", "AKIAKIA", "ASIA", "AIza", "gh"),
+    *("ghp_", "github_pat_", "glpat-", "xox", "xoxb-", "xoxox", "npm_", "hf_", "SG.", "do", "dop_v1_", "shpat_"),
+    *("eyJ", "eyJhbGciOi.eyJzdWIi.", "-----BEGIN ", "-----BEGIN RSA PRIV" + "ATE KEY-----", "PuTTY-User-Key-File-2:"),
+    # URLs: schemes of every length around the 31-character limit, credentials
+    *("https://hooks.slack.com/services/", "://", "http://", "postgres://", "a+b.c-d://", "x" * 40 + "://"),
+    *("q" * 30 + "://", "q" * 31 + "://", "user:pa55w0rd@", "@host", ":", "@", "/", "=", ": ", '"', "'"),
+    *(scheme + "://u:pa55w0rd@h" for scheme in ("q", "q" * 30, "q" * 31, "q" * 32, "Q" + "q" * 30, "-q")),
+    # the (?i) rules: any case, and the non-ASCII letters (?i) takes for s, i and k
+    *("aws", "AWS", "Aws_Secret_Access_Key", "secret", "SECRET_ACCESS_KEY", "secret access key", "aws-secret-key"),
+    *('"SecretAccessKey": ', "authorization", "AUTHORIZATION: ", "Authorization=", "Bearer ", "token ", "basic "),
+    *("\u017fecret", "author\u0130zation", "author\u0131zation", "aw\u017f", "\u212a", "\u0130", "\u0131"),
+    # other characters that make or break a \b or a look-behind
+    *("É", "日本", "🚀", "\n", " ", "\t", "_", "-", ".", "0", "A", "z", "EXAMPLE"),
+]
+TOKEN_ALPHABETS = [ALNUM, ALNUM + "-_", HEX, UPPER_DIGITS, B64, string.digits]
+# Every fixed start the rules know, each to be followed by a random body: written
+# out here rather than read from the scanner, so an anchor it forgets shows up.
+PREFIXES = [
+    *("AKIA", "ASIA", "ABIA", "ACCA", "sk-", "sk-ant-api03-", "sk-proj-", "sk-svcacct-", "sk-admin-", "glpat-"),
+    *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AIza", "GOCSPX-", "sk_live_", "rk_live_", "npm_"),
+    *("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "py" + "pi-AgEIcHlwaS5vcmc", "hf_", "SG."),
+    *("doo_v1_", "dop_v1_", "dor_v1_", "shpat_", "shpca_", "shppa_", "shpss_", "eyJ", "PuTTY-User-Key-File-"),
+    *("https://hooks.slack.com/services/", "https://hooks.slack.com/workflows/", "https://hooks.slack.com/triggers/"),
+    *("aws_secret_access_key=", "secret_access_key: ", "Authorization: Bearer ", "authorization=token "),
+]
+
+
+def generated_document(seed: int) -> str:
+    """Prose with planted fakes, their near-misses and mutated copies, built at run time."""
+    rng = random.Random(seed)
+    words = PROSE.split() + CODE.split()
+    parts: list[str] = []
+    for _ in range(rng.randint(50, 400)):
+        roll = rng.random()
+        if roll < 0.55:
+            parts.append(rng.choice(words))
+        elif roll < 0.75:
+            parts.append(rng.choice(NEAR_MISSES))
+        elif roll < 0.85:
+            alphabet = rng.choice(TOKEN_ALPHABETS)
+            # Mostly right around the lengths the rules ask for, where an off-by-one would show.
+            length = rng.choice([16, 20, 22, 28, 32, 34, 35, 36, 40, 43, 50, 64]) + rng.choice([-1, 0, 0, 0, 1])
+            length = length if rng.random() < 0.8 else rng.randint(1, 80)
+            body = "".join(rng.choice(alphabet) for _ in range(length))
+            parts.append(rng.choice(PREFIXES) + body if rng.random() < 0.7 else body)
+        else:
+            fake = rng.choice(FAKES)[1]()
+            cut = rng.random()
+            if cut < 0.2:  # truncated: too short for its rule
+                fake = fake[: rng.randint(0, len(fake))]
+            elif cut < 0.3:  # case flipped: only the (?i) rules still match
+                fake = fake.swapcase() if rng.random() < 0.5 else fake.lower()
+            elif cut < 0.4:  # a line break inside
+                at = rng.randint(0, len(fake))
+                fake = fake[:at] + "\n" + fake[at:]
+            parts.append(fake)
+        # Sometimes glue the next part on, so a \b or a look-behind sees a word character.
+        parts.append(rng.choice([" ", " ", "\n", "", "_", "-", ".", "x", "é", "=", ": "]))
+    return "".join(parts)
+
+
+def test_fast_scan_agrees_with_reference_on_the_samples() -> None:
+    from pathlib import Path
+
+    texts = [PROSE, CODE, PLACEHOLDERS, "\n".join(_digests()), "\n".join(_uuids()), ""]
+    texts += [f"x\n  {make()}  \ny" for _, make in FAKES]
+    texts += [make() for _, make in FAKES]  # anchors at offset 0 and matches running to the end
+    fixtures = Path(__file__).parent / "fixtures" / "validators"
+    texts += [f.read_text(encoding="utf-8") for f in sorted(fixtures.rglob("*")) if f.is_file()]
+    for text in texts:
+        assert_same_as_reference(text)
+
+
+def test_fast_scan_agrees_with_reference_on_every_prefix_and_body() -> None:
+    # Each prefix with bodies of each alphabet at each length a rule asks for, +-1.
+    rng = random.Random(7)
+    lengths = [n + d for n in (16, 20, 22, 28, 32, 34, 35, 36, 40, 43, 50, 64) for d in (-1, 0, 1)]
+    for prefix in PREFIXES:
+        bodies = ["".join(rng.choice(a) for _ in range(n)) for a in TOKEN_ALPHABETS for n in lengths]
+        assert_same_as_reference(" ".join(prefix + body for body in bodies))
+
+
+def test_fast_scan_agrees_with_reference_on_a_generated_corpus() -> None:
+    kinds: set[str] = set()
+    for seed in range(150):
+        text = generated_document(seed)
+        assert_same_as_reference(text)
+        kinds |= {p.message.split(".")[0] for p in scan_secrets(text)}
+    # The corpus must make every rule find something, not only agree on nothing.
+    assert kinds == {f"contains {rule.what}" for rule in scanner._RULES}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(NEAR_MISSES + ["AKIA" + "Q" * 16, "k" * 34, "a1B2" * 12]), max_size=40))
+def test_fast_scan_agrees_with_reference_on_any_mix_of_near_misses(parts: list[str]) -> None:
+    assert_same_as_reference("".join(parts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_fast_scan_agrees_with_reference_on_any_text(text: str) -> None:
+    assert_same_as_reference(text)
+
+
+def test_fold_keeps_offsets_and_folds_exactly_what_ignorecase_matches() -> None:
+    # Every code point once (lone surrogates too): the folded text must have the same
+    # length, and each ASCII letter must sit exactly where (?i) matches it in the original.
+    every = "".join(map(chr, range(0x110000)))
+    folded = scanner._fold(every)
+    assert len(folded) == len(every)
+    for letter in string.ascii_lowercase:
+        expected = [m.start() for m in re.finditer("(?i)" + letter, every)]
+        assert [m.start() for m in re.finditer(letter, folded)] == expected, letter

@@ -15,13 +15,32 @@ Invariants:
   crafted file such as "a-a-a-..." cannot make the regexes quadratic.
 - A Problem names the line and the kind of credential and never contains any
   part of the matched text; messages are built from fixed strings only.
+- Speed never changes what is found. A rule's regex is not run over the whole
+  text (a leading ``\\b``, look-behind or ``(?i)`` stops ``re`` from searching
+  for a literal prefix, so it would try every position). Instead each rule
+  names anchors: literals that every one of its matches starts with (or, for
+  URLs, ends its scheme with). All anchors are found together in a few passes,
+  and the regex is tried with ``match`` only at those candidate starts, in
+  order, skipping any inside the previous match. That returns exactly what
+  ``finditer`` returns, provided the candidates include every position where
+  the regex matches (an extra candidate only costs a failed ``match``) and no
+  regex can match the empty string. ``_scan_reference`` is the plain
+  ``finditer`` scan; the tests assert both give the same matches and problems.
+  The regexes are tried at a subset of the positions finditer tries, and the
+  anchor passes do bounded work per character, so scanning stays linear.
+- Case-insensitive rules look for their anchors in a folded copy of the text of
+  the same length, so offsets carry over; it maps every character that
+  ``(?i)`` matches as an ASCII letter to that letter, including the four
+  non-ASCII ones (U+0130, U+0131, U+017F, U+212A).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import string
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .base import LineIndex, Problem
 
@@ -29,10 +48,37 @@ KIND = "secret"
 
 
 @dataclass(frozen=True)
+class _Anchor:
+    """A literal that locates every match of a rule.
+
+    Every match starts where an occurrence of ``literal`` starts (in the folded
+    text when ``folded``), or, when ``back_over`` is set, where the run of
+    ``back_over`` characters that ends at the occurrence starts, if that run is
+    1 to ``back_max`` characters long.
+    """
+
+    literal: str
+    folded: bool = False
+    back_over: str = ""
+    back_max: int = 0
+
+
+@dataclass(frozen=True)
 class _Rule:
     what: str  # the kind, as it reads in a sentence: "an AWS access key id"
     regex: re.Pattern[str]  # the secret part is the named group "s" when present
+    anchors: tuple[_Anchor, ...]  # between them, locate every match (see _Anchor)
     confirm: Callable[[re.Match[str], str], bool] | None = None
+
+
+def _starts(*literals: str) -> tuple[_Anchor, ...]:
+    """Every match starts with one of ``literals``, case as written."""
+    return tuple(_Anchor(lit) for lit in literals)
+
+
+def _starts_folded(*words: str) -> tuple[_Anchor, ...]:
+    """Every match of a ``(?i)`` rule starts with one of ``words``, in any case."""
+    return tuple(_Anchor(word, folded=True) for word in words)
 
 
 def _mixed(text: str) -> bool:
@@ -75,54 +121,94 @@ def _real_url_password(m: re.Match[str], _: str) -> bool:
     return not (pw[0] in "$<{[%" or any(p in pw for p in _URL_PLACEHOLDERS))
 
 
+_SCHEME_CHARS = string.ascii_lowercase + string.digits + "+.-"
+
 _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a private key block",
         re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+        _starts("-----BEGIN "),
         _key_material_follows,
     ),
-    _Rule("a private key block", re.compile(r"PuTTY-User-Key-File-\d+:")),
-    _Rule("an AWS access key id", re.compile(r"\b(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b")),
+    _Rule("a private key block", re.compile(r"PuTTY-User-Key-File-\d+:"), _starts("PuTTY-User-Key-File-")),
+    _Rule(
+        "an AWS access key id",
+        re.compile(r"\b(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b"),
+        _starts("AKIA", "ASIA", "ABIA", "ACCA"),
+    ),
     _Rule(
         "an AWS secret access key",
         re.compile(
             r"(?i)(?:aws.?secret.?(?:access.?)?key|secret.?access.?key)[\"']?\s*[:=]"
             r"\s*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
+        _starts_folded("aws", "secret"),
         _mixed_body,
     ),
-    _Rule("an Anthropic API key", re.compile(r"\b(?P<s>sk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_-]{32,})")),
-    _Rule("an OpenAI API key", re.compile(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})")),
-    _Rule("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _has_digit),
-    _Rule("a GitHub token", re.compile(r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{36,255})\b")),
-    _Rule("a GitHub personal access token", re.compile(r"\b(?P<s>github_pat_[A-Za-z0-9_]{36,})")),
-    _Rule("a GitLab personal access token", re.compile(r"\b(?P<s>glpat-[A-Za-z0-9_-]{20,})")),
-    _Rule("a Slack token", re.compile(r"\bxox[abposre]-(?P<s>[A-Za-z0-9-]{20,})"), _has_digit),
+    _Rule("an Anthropic API key", re.compile(r"\b(?P<s>sk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_-]{32,})"), _starts("sk-")),
+    _Rule("an OpenAI API key", re.compile(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})"), _starts("sk-")),
+    _Rule("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _starts("sk-"), _has_digit),
+    _Rule(
+        "a GitHub token",
+        re.compile(r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{36,255})\b"),
+        _starts(*(f"gh{c}_" for c in "pousr")),
+    ),
+    _Rule(
+        "a GitHub personal access token",
+        re.compile(r"\b(?P<s>github_pat_[A-Za-z0-9_]{36,})"),
+        _starts("github_pat_"),
+    ),
+    _Rule("a GitLab personal access token", re.compile(r"\b(?P<s>glpat-[A-Za-z0-9_-]{20,})"), _starts("glpat-")),
+    _Rule(
+        "a Slack token",
+        re.compile(r"\bxox[abposre]-(?P<s>[A-Za-z0-9-]{20,})"),
+        _starts(*(f"xox{c}-" for c in "abposre")),
+        _has_digit,
+    ),
     _Rule(
         "a Slack webhook URL",
         re.compile(
             r"https://hooks\.slack\.com/(?:services|workflows|triggers)/"
             r"[A-Za-z0-9_-]+/[A-Za-z0-9_-]+/(?P<s>[A-Za-z0-9_-]{16,})"
         ),
+        _starts("https://hooks.slack.com/"),
     ),
-    _Rule("a Google API key", re.compile(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})(?![0-9A-Za-z_-])")),
-    _Rule("a Google OAuth client secret", re.compile(r"\b(?P<s>GOCSPX-[A-Za-z0-9_-]{28})")),
-    _Rule("a Stripe live secret key", re.compile(r"\b(?P<s>[sr]k_live_[0-9A-Za-z]{20,})")),
-    _Rule("an npm access token", re.compile(r"\b(?P<s>npm_[A-Za-z0-9]{36})\b")),
-    _Rule("a PyPI API token", re.compile(r"\b(?P<s>pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})")),
-    _Rule("a Hugging Face token", re.compile(r"\bhf_(?P<s>[A-Za-z0-9]{34})\b"), _mixed_body),
+    _Rule("a Google API key", re.compile(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})(?![0-9A-Za-z_-])"), _starts("AIza")),
+    _Rule("a Google OAuth client secret", re.compile(r"\b(?P<s>GOCSPX-[A-Za-z0-9_-]{28})"), _starts("GOCSPX-")),
+    _Rule(
+        "a Stripe live secret key",
+        re.compile(r"\b(?P<s>[sr]k_live_[0-9A-Za-z]{20,})"),
+        _starts("sk_live_", "rk_live_"),
+    ),
+    _Rule("an npm access token", re.compile(r"\b(?P<s>npm_[A-Za-z0-9]{36})\b"), _starts("npm_")),
+    _Rule(
+        "a PyPI API token",
+        re.compile(r"\b(?P<s>pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})"),
+        _starts("pypi-AgEIcHlwaS5vcmc"),
+    ),
+    _Rule("a Hugging Face token", re.compile(r"\bhf_(?P<s>[A-Za-z0-9]{34})\b"), _starts("hf_"), _mixed_body),
     _Rule(
         "a SendGrid API key",
         re.compile(r"\b(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
+        _starts("SG."),
     ),
-    _Rule("a DigitalOcean token", re.compile(r"\b(?P<s>do[opr]_v1_[a-f0-9]{64})\b")),
-    _Rule("a Shopify access token", re.compile(r"\b(?P<s>shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})\b")),
+    _Rule(
+        "a DigitalOcean token",
+        re.compile(r"\b(?P<s>do[opr]_v1_[a-f0-9]{64})\b"),
+        _starts(*(f"do{c}_v1_" for c in "opr")),
+    ),
+    _Rule(
+        "a Shopify access token",
+        re.compile(r"\b(?P<s>shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})\b"),
+        _starts(*(f"shp{k}_" for k in ("at", "ca", "pa", "ss"))),
+    ),
     _Rule(
         "a JSON Web Token",
         re.compile(
             r"(?<![A-Za-z0-9_-])(?P<s>eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
             r"[A-Za-z0-9_-]{10,})"
         ),
+        _starts("eyJ"),
     ),
     _Rule(
         "a bearer token in an Authorization header",
@@ -130,11 +216,16 @@ _RULES: tuple[_Rule, ...] = (
             r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
             r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"
         ),
+        _starts_folded("authorization"),
         _mixed_body,
     ),
     _Rule(
         "a password inside a URL",
         re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://[^\s:/@\"'<>]+:(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
+        # The scheme has no literal; the match starts where the run of scheme
+        # characters before "://" starts (the look-behind forbids an earlier
+        # start, and ':' cannot be part of a scheme, so this "://" is the first).
+        (_Anchor("://", back_over=_SCHEME_CHARS, back_max=31),),
         _real_url_password,
     ),
 )
@@ -155,12 +246,198 @@ _ADVICE = (
 )
 
 
-def scan_secrets(content: str) -> list[Problem]:
-    """One problem per (line, kind) found, in line order."""
+# --- finding candidate starts -------------------------------------------------
+
+# A pass over the text costs about the same whatever literal it looks for, so
+# anchors sharing a "hinge" character are found together in one pass. Hinges are
+# characters uncommon in prose, preferred in this order: every occurrence of a
+# hinge costs one attempt of its group's regex (in C, cheap). An anchor with none
+# of them is searched on its own (re still finds it by its literal prefix).
+_HINGES = "_-:.A"
+
+
+class _Literal(NamedTuple):
+    text: str
+    hinge: int  # index of the group's hinge character in text
+    # The group's other literals that can sit on the same hinge too: the finder
+    # reports only the first alternative that matches, so these are checked.
+    others: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class _Group:
+    folded: bool
+    # Starts with a literal (the hinge), so re searches for it with its fast
+    # literal-prefix loop; matches where one of the literals sits on the hinge.
+    # Each literal ends its alternative with an empty group, so the number of
+    # the last group that matched says which literal it was: literals[n - 1].
+    finder: re.Pattern[str]
+    literals: tuple[_Literal, ...]
+
+
+def _hinge_index(literal: str) -> int | None:
+    for char in _HINGES:
+        if char in literal:
+            return literal.index(char)
+    return None
+
+
+def _can_share_hinge(a: str, i: int, b: str, j: int) -> bool:
+    """Whether ``a`` and ``b`` can both occur with a[i] and b[j] at one position."""
+    return all(a[i + d] == b[j + d] for d in range(max(-i, -j), min(len(a) - i, len(b) - j)))
+
+
+def _group(folded: bool, literals: list[str]) -> _Group:
+    hinged = [(lit, _hinge_index(lit) or 0) for lit in literals]
+    # Alternatives that go on past the hinge begin with a literal character, so
+    # re rejects most of them with one comparison; the look-behind confirming
+    # the part before the hinge comes last. Literals that end at the hinge can
+    # only be confirmed by a look-behind: one per length (a look-behind must
+    # have a fixed width), each an alternation re also rejects cheaply.
+    alternatives: list[str] = []
+    order: list[tuple[str, int]] = []  # literal of each empty group, in group order
+    ending_at_hinge: dict[int, list[tuple[str, int]]] = {}
+    for lit, i in hinged:
+        if i + 1 < len(lit):
+            alternatives.append(re.escape(lit[i + 1 :]) + (f"(?<={re.escape(lit)})" if i else "") + "()")
+            order.append((lit, i))
+        else:
+            ending_at_hinge.setdefault(len(lit), []).append((lit, i))
+    for _, members in sorted(ending_at_hinge.items()):
+        alternatives.append("(?<=" + "|".join(re.escape(lit) + "()" for lit, _ in members) + ")")
+        order.extend(members)
+    lit0, i0 = hinged[0]
+    finder = re.compile(f"{re.escape(lit0[i0])}(?:{'|'.join(alternatives)})")
+    entries = tuple(
+        _Literal(lit, i, tuple((o, j) for o, j in order if o != lit and _can_share_hinge(lit, i, o, j)))
+        for lit, i in order
+    )
+    return _Group(folded, finder, entries)
+
+
+def _groups(rules: Iterable[_Rule]) -> dict[tuple[bool, str], _Group]:
+    """(folded, literal) -> the group that finds it, for every anchor of ``rules``."""
+    members: dict[tuple[bool, str], list[str]] = {}
+    for rule in rules:
+        for anchor in rule.anchors:
+            lit = anchor.literal
+            i = _hinge_index(lit)
+            key = (anchor.folded, lit if i is None else lit[i])
+            if lit not in members.setdefault(key, []):
+                members[key].append(lit)
+    out: dict[tuple[bool, str], _Group] = {}
+    for (folded, _), literals in members.items():
+        group = _group(folded, literals)
+        out.update({(folded, lit): group for lit in literals})
+    return out
+
+
+_GROUP_OF = _groups(_RULES)
+_GROUPS = tuple({id(group): group for group in _GROUP_OF.values()}.values())
+
+# Non-ASCII characters that (?i) matches as an ASCII letter (Unicode simple case
+# folding); each maps to one character, so replacing them keeps offsets.
+_FOLDS_TO_ASCII = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
+
+
+def _fold(text: str) -> str:
+    """``text`` lower-cased for anchor search, with the same length (offsets carry over).
+
+    str.lower() alone is not enough: U+0130 lower-cases to two characters, and
+    U+0131 and U+017F are already lower case yet (?i) matches them as i and s.
+    Other non-ASCII characters become "?" (no anchor contains one); going
+    through the ASCII codec is also several times faster than str.lower() on
+    text that holds any non-ASCII character.
+    """
+    if text.isascii():
+        return text.lower()
+    for char, ascii_letter in _FOLDS_TO_ASCII.items():
+        if char in text:  # a one-character `in` runs at memchr speed; a regex class is 10x slower
+            text = text.replace(char, ascii_letter)
+    return text.encode("ascii", "replace").decode("ascii").lower()
+
+
+class _Candidates:
+    """Candidate match starts in one text: every group of anchors searched once, up front."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        folded = _fold(text)
+        self._found: dict[tuple[bool, str], list[int]] = {}
+        for group in _GROUPS:
+            self._search(group, folded if group.folded else text)
+
+    def starts(self, rule: _Rule) -> list[int]:
+        """Sorted, distinct positions that include every start of a match of ``rule``."""
+        found = [
+            self._placed(anchor, at) for anchor in rule.anchors if (at := self._found[anchor.folded, anchor.literal])
+        ]
+        if len(found) <= 1:  # the usual case, already sorted and distinct
+            return found[0] if found else []
+        return sorted(set().union(*found))
+
+    def _occurrences(self, folded: bool, literal: str) -> list[int]:
+        """Every start of ``literal``, overlapping ones included, ascending."""
+        return self._found[folded, literal]
+
+    def _placed(self, anchor: _Anchor, occurrences: list[int]) -> list[int]:
+        """Where matches can start, given where the anchor's literal occurs."""
+        if not anchor.back_over:
+            return occurrences
+        out: list[int] = []
+        for at in occurrences:
+            # The original text, not the folded one: back_over is matched case-sensitively.
+            window = self._text[max(0, at - anchor.back_max - 1) : at]
+            run = len(window) - len(window.rstrip(anchor.back_over))
+            # A run longer than back_max leaves no allowed start (each would have
+            # a run character before it); an empty one leaves none either.
+            if 0 < run <= anchor.back_max:
+                out.append(at - run)
+        return out
+
+    def _search(self, group: _Group, target: str) -> None:
+        found: dict[str, list[int]] = {lit.text: [] for lit in group.literals}
+        # search() from one past each hinge rather than finditer(): a match may
+        # run past the next hinge, and occurrences may overlap ("AKIAKIA...").
+        m = group.finder.search(target)
+        while m is not None:
+            hinge = m.start()
+            assert m.lastindex is not None  # every alternative ends with an empty group
+            lit = group.literals[m.lastindex - 1]
+            found[lit.text].append(hinge - lit.hinge)
+            for other, j in lit.others:
+                if hinge >= j and target.startswith(other, hinge - j):
+                    found[other].append(hinge - j)
+            m = group.finder.search(target, hinge + 1)
+        for text, positions in found.items():
+            self._found[group.folded, text] = positions
+
+
+def _fast_matches(rule: _Rule, content: str, starts: list[int]) -> Iterator[re.Match[str]]:
+    """The matches ``rule.regex.finditer(content)`` returns, trying only ``starts``.
+
+    finditer returns the leftmost match at or after the end of the previous one;
+    trying the candidates in order from that end finds the same one, because
+    every position where the regex can match is a candidate. ``match(content,
+    pos)`` sees the text before ``pos``, so ``\\b`` and look-behinds behave
+    as they do in finditer.
+    """
+    end = 0
+    for start in starts:
+        if start < end:
+            continue
+        m = rule.regex.match(content, start)
+        if m is not None:
+            yield m
+            end = m.end()
+
+
+def _problems(content: str, matches: Iterable[tuple[_Rule, Iterable[re.Match[str]]]]) -> list[Problem]:
+    """One problem per (line, kind) among the confirmed matches, in line order."""
     index: LineIndex | None = None
     found: set[tuple[int, str]] = set()
-    for rule in _RULES:
-        for m in rule.regex.finditer(content):
+    for rule, rule_matches in matches:
+        for m in rule_matches:
             if "s" in rule.regex.groupindex and _placeholder(m.group("s")):
                 continue
             if rule.confirm and not rule.confirm(m, content):
@@ -168,3 +445,17 @@ def scan_secrets(content: str) -> list[Problem]:
             index = index or LineIndex(content)
             found.add((index.line_of(m.start()), rule.what))
     return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND) for line, what in sorted(found)]
+
+
+def scan_secrets(content: str) -> list[Problem]:
+    """One problem per (line, kind) found, in line order."""
+    candidates = _Candidates(content)
+    return _problems(
+        content,
+        ((rule, _fast_matches(rule, content, starts)) for rule in _RULES if (starts := candidates.starts(rule))),
+    )
+
+
+def _scan_reference(content: str) -> list[Problem]:
+    """scan_secrets the slow, obvious way (every regex over the whole text); for tests."""
+    return _problems(content, ((rule, rule.regex.finditer(content)) for rule in _RULES))
