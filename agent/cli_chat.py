@@ -90,7 +90,8 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
                  history_path=config.data_dir() / "chat_history")
     session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
-                            max_steps=max_steps)
+                            max_steps=max_steps,
+                            model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
     if tid is None:
         where = "new thread"
     else:

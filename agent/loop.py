@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from memagent.agent.model import Model, ModelResponse, Usage
 from memagent.agent.pricing import cost_usd
-from memagent.agent.prompt import PromptBuilder
+from memagent.agent.prompt import PromptBuilder, SystemPrompt
 from memagent.agent.threads import ThreadStore
 from memagent.agent.tools import MUTATING, ToolBox, ToolResult
 
@@ -44,6 +44,10 @@ class Hooks:
     on_retry: Callable[[str], None] = _noop
 
 
+class PromptSource(Protocol):
+    def build(self, *, check: bool = True) -> SystemPrompt: ...
+
+
 @dataclass
 class TurnResult:
     text: str
@@ -56,14 +60,20 @@ class TurnResult:
 class Agent:
     def __init__(self, tools: ToolBox, model: Model, *, threads: ThreadStore | None = None,
                  thread_id: str | None = None, hooks: Hooks | None = None,
-                 max_steps: int = DEFAULT_MAX_STEPS) -> None:
+                 max_steps: int = DEFAULT_MAX_STEPS, prompt: PromptSource | None = None,
+                 model_factory: Callable[[str], Model] | None = None) -> None:
         self.tools = tools
         self.model = model
+        self.model_factory = model_factory
         self.threads = threads
         self.thread_id = thread_id
         self.hooks = hooks or Hooks()
         self.max_steps = max_steps
-        self.prompt = PromptBuilder(tools.view)
+        self.prompt: PromptSource = prompt or PromptBuilder(tools.view)
+        if tools.author == "agent" and tools.task_runner is None:
+            from memagent.agent.subagents import run_subagent
+
+            tools.task_runner = lambda name, task: run_subagent(self, name, task)
         self.messages: list[dict[str, Any]] = []
         self._changes_at_build = 0
         if threads is not None and thread_id is not None:

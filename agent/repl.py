@@ -136,12 +136,18 @@ def usage_line(result: TurnResult) -> str:
 
 def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore,
                   thread_id: str | None = None, yolo: bool = False,
-                  max_steps: int = DEFAULT_MAX_STEPS) -> Session:
-    """Wire the UI's approver into the gate and its hooks into the loop."""
+                  max_steps: int = DEFAULT_MAX_STEPS,
+                  model_factory: Callable[[str], Model] | None = None) -> Session:
+    """Wire the UI's approver into the gate and its hooks into the loop.
+
+    ``model_factory`` builds the model a subagent's frontmatter asks for.
+    """
     gate = Gate(ui.confirm, yolo=yolo)
     tools = ToolBox(view, gate)
+    shown: Callable[[str], Model] | None = (
+        (lambda name: ShownText(model_factory(name))) if model_factory else None)
     agent = Agent(tools, ShownText(model), threads=threads, thread_id=thread_id,
-                  hooks=ui.hooks(), max_steps=max_steps)
+                  hooks=ui.hooks(), max_steps=max_steps, model_factory=shown)
     session = Session(ui, agent, threads)
     tools.on_change = session.record
     return session

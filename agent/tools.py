@@ -84,6 +84,17 @@ DEFINITIONS: list[dict[str, Any]] = [
          "fixed_strings": {"type": "boolean", "default": False}}, ["pattern"])},
 ]
 
+TASK_DEFINITION: dict[str, Any] = {
+    "name": "task",
+    "description": "Run a subagent from /subagents/ on a self-contained task; it works with its own "
+                   "tools and instructions and returns its final answer.",
+    "input_schema": _schema({"subagent": {"type": "string", "description": "The subagent's name."},
+                             "description": {"type": "string",
+                                             "description": "The whole task, with every detail it needs."}},
+                            ["subagent", "description"]),
+}
+READ_ONLY = frozenset({"ls", "read_file", "glob", "grep"})
+
 
 @dataclass
 class ToolBox:
@@ -95,15 +106,20 @@ class ToolBox:
     seen: dict[str, int] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
     on_change: Callable[[Change, str], None] | None = None
+    # None = every tool; a subagent gets the set its file allows.
+    allowed: frozenset[str] | None = None
+    # Runs a subagent; set by the agent loop, absent inside subagents (no recursion).
+    task_runner: Callable[[str, str], ToolResult] | None = None
 
     def definitions(self) -> list[dict[str, Any]]:
-        return DEFINITIONS
+        defs = DEFINITIONS + ([TASK_DEFINITION] if self.task_runner else [])
+        return [d for d in defs if self.allowed is None or d["name"] in self.allowed]
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
+        names = [d["name"] for d in self.definitions()]
         handler = getattr(self, f"_t_{name}", None)
-        if handler is None:
-            known = ", ".join(d["name"] for d in DEFINITIONS)
-            return ToolResult(f"unknown tool {name!r}; the tools are: {known}", True)
+        if handler is None or name not in names:
+            return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(names)}", True)
         try:
             result: ToolResult = handler(**args)
             return result
@@ -132,6 +148,10 @@ class ToolBox:
         result = self.view.grep(pattern, path=path, glob=glob, output_mode=output_mode,
                                 case_insensitive=case_insensitive, fixed_strings=fixed_strings)
         return ToolResult(render_grep(result))
+
+    def _t_task(self, subagent: str, description: str) -> ToolResult:
+        assert self.task_runner is not None  # run() only offers task when a runner is set
+        return self.task_runner(subagent, description)
 
     # -- writing ----------------------------------------------------------------
 
