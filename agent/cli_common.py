@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from sqlalchemy.exc import SQLAlchemyError
 
 from memagent.agent import config
 from memagent.vfs import SqlStore, open_store
@@ -59,6 +60,11 @@ def handled(fn: F) -> F:
         except VfsError as exc:
             # Validation errors carry a summary line plus one line per problem.
             fail(str(exc))
+        except SQLAlchemyError as exc:
+            # The database went away or refused mid-command (connection errors at
+            # start are already DatabaseUnavailable): one line, not a traceback.
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            fail(f"database error: {reason}; check --db / MEMAGENT_DB and that the server is running")
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
