@@ -1,18 +1,19 @@
 """Grep over file contents: the exact matcher every search path agrees with.
 
-Invariant: whatever narrows the candidate files first (a glob, a database index),
-the final answer comes from ``scan`` on the real contents, so fast paths can only
-drop files that could not match, never change what a match is. ``scan_plain``
-defines the answer: lines are split on ``\\n`` only (a final ``\\n`` ends the last
-line, it does not start an empty one) and a match is a regex search within one
-line. ``scan`` returns exactly the same, skipping work only where ``regexinfo``
-proves it cannot change the answer.
+Invariant: whatever narrows the candidate files first (a glob, a database index,
+the RE2 or Postgres regex of ``regexfilter``), the final answer comes from
+``scan`` on the real contents, so fast paths can only drop files that could not
+match, never change what a match is. ``scan_plain`` defines the answer: lines are
+split on ``\\n`` only (a final ``\\n`` ends the last line, it does not start an
+empty one) and a match is a regex search within one line. ``scan`` returns
+exactly the same, skipping work only where ``regexinfo`` proves it cannot change
+the answer.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from . import regexinfo
 from .errors import InvalidPattern
@@ -155,9 +156,12 @@ def scan(
     regex: re.Pattern[str],
     mode: GrepMode,
     limit: int = DEFAULT_LIMIT,
+    keep: Callable[[str], bool] | None = None,
 ) -> GrepResult:
     """Same answer as ``scan_plain``, with less work where the pattern allows it.
 
+    ``keep``, if given, is a necessary condition for a file to have a matching line
+    (``regexfilter.LineFilter.keep``): a file it rejects is skipped unread.
     ``line_local`` patterns are searched in the whole text (no split into lines);
     other ``whole_text_ok`` patterns skip files with no match in the whole text;
     the rest go line by line (see ``regexinfo`` for why each shortcut is exact).
@@ -165,6 +169,8 @@ def scan(
     facts = regexinfo.info(regex)
     result = GrepResult(mode=mode, limit=limit)
     for path, content in rows:
+        if keep is not None and not keep(content):
+            continue
         hits: Iterable[tuple[int, str]]
         if facts.line_local:
             if mode == "files_with_matches":

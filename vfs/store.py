@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -38,7 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from memagent.vfs import db, paths, regexinfo
+from memagent.vfs import db, paths, regexfilter, regexinfo
 from memagent.vfs.errors import (
     AgentNotFound,
     AlreadyExists,
@@ -87,8 +88,6 @@ def _count_lines(content: str) -> int:
 
 
 def check_agent_name(name: str) -> str:
-    import re
-
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name or ""):
         raise VfsError(f"invalid agent name {name!r}: {AGENT_NAME_HELP}")
     return name
@@ -347,7 +346,12 @@ class SqlStore:
         prefix = paths.dir_prefix(base)
         glob_re = compile_glob(glob) if glob else None
         with self._read(transaction=True) as conn:
-            narrow = candidates(self._features(conn), regexinfo.info(regex).required)
+            features = self._features(conn)
+            narrow = candidates(features, regexinfo.info(regex).required)
+            keep = None
+            if narrow is None:
+                # No literal to look up: a regex pre-filter, in the database or in RE2.
+                narrow, keep = regexfilter.choose(conn, features, regex)
             pg_narrow = narrow is not None and conn.dialect.name == "postgresql"
             scope_col: ColumnElement[str] = files.c.scope
             path_col: ColumnElement[str] = files.c.path
@@ -382,7 +386,7 @@ class SqlStore:
                 (p, c) for p, c in rows
                 if glob_re is None or glob_re.match(p[cut:] or paths.basename(p))
             )
-            return scan(found, regex, mode, limit)
+            return scan(found, regex, mode, limit, keep)
 
     def _is_live_file(self, conn: Connection, scope: str, path: str) -> bool:
         return conn.execute(
