@@ -306,3 +306,24 @@ def test_agents(store: SqlStore) -> None:
         store.require_agent("ghost")
     with pytest.raises(Exception, match="invalid agent name"):
         store.create_agent("Bad Name")
+
+
+def test_dropped_connections_are_replaced(fresh_pg_url: str) -> None:
+    """The server drops every session (a restart, an idle timeout): the next call just works."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    st = open_store(fresh_pg_url)
+    st.create_agent("a")
+    st.write(S, "/k.md", "kept\n")
+    assert st.read(S, "/k.md").content == "kept\n"  # a pooled connection now exists
+    name = make_url(fresh_pg_url).database
+    admin = create_engine(make_url(fresh_pg_url).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        killed = conn.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                   "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": name}).scalar()
+    admin.dispose()
+    assert killed >= 1
+    assert st.write(S, "/k.md", "after\n", expected_version=1).version == 2
+    assert [r.version for r in st.history(S, "/k.md")] == [2, 1]
+    st.engine.dispose()

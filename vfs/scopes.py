@@ -113,7 +113,10 @@ class AgentView:
     def _search_targets(self, path: str) -> list[Target]:
         t = self.resolve(path)
         if t.mount == "" and t.path == "/":
-            return self._mounts()
+            # Shared scopes that never held a file are skipped: a search there costs a
+            # transaction of its own (several round trips on Postgres) for nothing.
+            own, *shared = self._mounts()
+            return [own] + [m for m in shared if self.store.generation(m.scope)]
         return [t]
 
     def glob(self, pattern: str, path: str = "/") -> list[str]:
