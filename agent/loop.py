@@ -180,9 +180,7 @@ class Agent:
                 results.append(block)
         except KeyboardInterrupt:
             done = {r["tool_use_id"] for r in results}
-            results += [{"type": "tool_result", "tool_use_id": u["id"], "is_error": True,
-                         "content": "interrupted by the user before this ran"}
-                        for u in uses if u["id"] not in done]
+            results += _interrupted([u for u in uses if u["id"] not in done])
             self._add({"role": "user", "content": results})
             raise
         return results
@@ -193,9 +191,7 @@ class Agent:
             return
         uses = [b for b in _blocks(self.messages[-1]["content"]) if b.get("type") == "tool_use"]
         if uses:
-            self._add({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": u["id"], "is_error": True,
-                 "content": "interrupted by the user before this ran"} for u in uses]})
+            self._add({"role": "user", "content": _interrupted(uses)})
 
     def _result(self, texts: list[str], steps: int, usage: Usage, costs: list[float | None],
                 stop: str) -> TurnResult:
@@ -206,6 +202,12 @@ class Agent:
     def new_thread(self) -> None:
         self.messages = []
         self.thread_id = None
+
+
+def _interrupted(uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Error results for tool calls that Ctrl-C stopped before they ran."""
+    return [{"type": "tool_result", "tool_use_id": u["id"], "is_error": True,
+             "content": "interrupted by the user before this ran"} for u in uses]
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:

@@ -427,7 +427,8 @@ class SqlStore:
 
     # -- history ------------------------------------------------------------
 
-    def _file_id(self, conn: Connection, scope: str, path: str) -> Any:
+    def _ever_row(self, conn: Connection, scope: str, path: str) -> Any:
+        """The file's row even when it is deleted (history, diff and revert need it)."""
         row = self._row(conn, scope, path)
         if row is None:
             raise NotFound(f"no file at {path} has ever existed; use glob to find the right path")
@@ -436,7 +437,7 @@ class SqlStore:
     def history(self, scope: str, path: str) -> list[Revision]:
         path = paths.normalize_file(path)
         with self._read() as conn:
-            row = self._file_id(conn, scope, path)
+            row = self._ever_row(conn, scope, path)
             revs = conn.execute(
                 select(revisions).where(revisions.c.file_id == row.id).order_by(revisions.c.version.desc())
             ).all()
@@ -459,14 +460,14 @@ class SqlStore:
     def revision_content(self, scope: str, path: str, version: int) -> str | None:
         path = paths.normalize_file(path)
         with self._read() as conn:
-            row = self._file_id(conn, scope, path)
+            row = self._ever_row(conn, scope, path)
             rev = self._revision(conn, row, version, path)
         return None if rev.deleted else rev.content
 
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None) -> str:
         path = paths.normalize_file(path)
         with self._read() as conn:
-            row = self._file_id(conn, scope, path)
+            row = self._ever_row(conn, scope, path)
             to_version = row.version if to_version is None else to_version
             a = self._revision(conn, row, from_version, path)
             b = self._revision(conn, row, to_version, path)
@@ -615,7 +616,7 @@ class SqlStore:
                approval: str = "cli", message: str = "") -> Change:
         path = paths.normalize_file(path)
         with self._write() as conn:
-            row = self._file_id(conn, scope, path)
+            row = self._ever_row(conn, scope, path)
             rev = self._revision(conn, row, to_version, path)
             if rev.deleted:
                 raise RevisionNotFound(
