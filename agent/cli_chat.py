@@ -67,7 +67,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         api_key_configured,
     )
     from memagent.agent.repl import build_session
-    from memagent.agent.threads import ThreadStore
+    from memagent.vfs.threads import ThreadStore
     from memagent.agent.ui import make_ui
 
     if not api_key_configured():

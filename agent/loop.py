@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from memagent.agent.model import Model, ModelResponse, Usage
 from memagent.agent.pricing import cost_usd
 from memagent.agent.prompt import PromptBuilder, SystemPrompt
-from memagent.agent.threads import ThreadStore
+from memagent.vfs.threads import ThreadStore
 from memagent.agent.tools import MUTATING, ToolBox, ToolResult
 
 DEFAULT_MAX_STEPS = 25

@@ -21,7 +21,7 @@ from memagent.agent import slash
 from memagent.agent.gate import Gate
 from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, TurnResult
 from memagent.agent.model import Model, ModelError, ModelResponse
-from memagent.agent.threads import ThreadStore
+from memagent.vfs.threads import ThreadStore
 from memagent.agent.tools import ToolBox
 from memagent.agent.ui import UI, PromptInfo
 from memagent.vfs.scopes import AgentView

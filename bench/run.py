@@ -310,7 +310,7 @@ def agent_turns(store: SqlStore, reps: int) -> tuple[list[float], float, Fn]:
     from memagent.agent.gate import Gate
     from memagent.agent.loop import Agent
     from memagent.agent.scripted import ScriptedModel
-    from memagent.agent.threads import ThreadStore
+    from memagent.vfs.threads import ThreadStore
     from memagent.agent.tools import ToolBox
     from memagent.vfs.scopes import AgentView
 

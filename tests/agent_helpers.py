@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from memagent.agent.gate import ApprovalRequest, Decision, Gate
 from memagent.agent.loop import Agent
 from memagent.agent.scripted import ScriptedModel
-from memagent.agent.threads import ThreadStore
+from memagent.vfs.threads import ThreadStore
 from memagent.agent.tools import ToolBox
 from memagent.vfs import SqlStore
 from memagent.vfs.scopes import AgentView

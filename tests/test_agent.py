@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memagent.agent.gate import Decision
-from memagent.agent.threads import ThreadStore
+from memagent.vfs.threads import ThreadStore
 from memagent.vfs import SqlStore
 from tests.agent_helpers import last_tool_result, make_agent, system_text
 

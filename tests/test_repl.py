@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memagent.agent import config
-from memagent.agent.threads import ThreadStore
+from memagent.vfs.threads import ThreadStore
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import err, out, run

@@ -15,7 +15,7 @@ from memagent.agent import slash
 from memagent.agent.model import ModelError, ModelResponse, Usage
 from memagent.agent.repl import Session, build_session
 from memagent.agent.scripted import ScriptedModel
-from memagent.agent.threads import ThreadStore
+from memagent.vfs.threads import ThreadStore
 from memagent.agent.ui_plain import PlainUI
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
