@@ -1,35 +1,36 @@
-"""Writing many files in one transaction (imports, benchmarks' bulk load).
+"""Writing many files in one transaction (imports, agent creation, benchmarks' bulk load).
 
 Invariants (the same as for single writes, applied to the whole batch):
-- Every path is normalised and every content validated before the transaction
-  starts; one refusal refuses the batch and nothing is stored (all or nothing).
+- The caller normalises every path (``normalize_batch``) and validates every
+  content before the transaction starts; one refusal refuses the batch and nothing
+  is stored (all or nothing). ``SqlStore.bulk_write`` does both, then calls
+  ``write_batch`` inside its write transaction.
 - Each file gets exactly one new revision; an existing file (live or deleted)
-  continues its version numbers through the store's ordinary ``_commit``.
+  continues its version numbers through ``revisions.append``, the same commit as a
+  single write.
 - Directory rules hold for the state after the batch: no file is created at a path
   that is a directory, or below a path that is a live file, counting the batch's
   own files too.
-- New files are inserted with executemany (one round trip per few hundred rows on
-  Postgres, one prepared statement on SQLite); that is the whole speed-up. On
-  SQLite the FTS triggers still index row by row (FTS5 flushes its buffer at each
-  statement), which costs about as much again as the inserts themselves.
+- New files are inserted with executemany (``revisions.create_many``: one round trip
+  per few hundred rows on Postgres, one prepared statement on SQLite); that is the
+  whole speed-up. On SQLite the FTS triggers still index row by row (FTS5 flushes
+  its buffer at each statement), which costs about as much again as the inserts.
+
+This module imports nothing from ``vfs.store`` (the store imports it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, select
 
-from . import paths
-from .errors import InvalidPath, IsADirectory, VfsError
-from .models import files, revisions
-from .types import Change
-
-if TYPE_CHECKING:
-    from .store import SqlStore
-
-_CHUNK = 500  # bound parameters per IN (...) query, well under every driver's limit
+from memagent.vfs import paths
+from memagent.vfs.errors import InvalidPath, IsADirectory, VfsError
+from memagent.vfs.models import files
+from memagent.vfs.revisions import CHUNK, append, create_many
+from memagent.vfs.types import Approval, Author, Change
 
 
 def _ancestors(path: str) -> Iterable[str]:
@@ -40,6 +41,7 @@ def _ancestors(path: str) -> Iterable[str]:
 
 
 def normalize_batch(batch: Mapping[str, str]) -> dict[str, str]:
+    """The batch with normalised file paths; a path given twice is refused."""
     out: dict[str, str] = {}
     for raw, content in batch.items():
         path = paths.normalize_file(raw)
@@ -51,24 +53,14 @@ def normalize_batch(batch: Mapping[str, str]) -> dict[str, str]:
 
 def _existing(conn: Connection, scope: str, wanted: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for i in range(0, len(wanted), _CHUNK):
-        chunk = wanted[i : i + _CHUNK]
+    for i in range(0, len(wanted), CHUNK):
+        chunk = wanted[i : i + CHUNK]
         for row in conn.execute(
-            select(files).where(files.c.scope == scope, files.c.path.in_(chunk))
+            select(files.c.path, files.c.version, files.c.deleted, files.c.content)
+            .where(files.c.scope == scope, files.c.path.in_(chunk))
         ):
             found[row.path] = row
     return found
-
-
-def _ids(conn: Connection, scope: str, wanted: list[str]) -> list[Any]:
-    out: list[Any] = []
-    for i in range(0, len(wanted), _CHUNK):
-        out += conn.execute(
-            select(files.c.id, files.c.path).where(
-                files.c.scope == scope, files.c.path.in_(wanted[i : i + _CHUNK])
-            )
-        ).all()
-    return out
 
 
 def _check_tree(conn: Connection, scope: str, batch: dict[str, str],
@@ -94,44 +86,23 @@ def _check_tree(conn: Connection, scope: str, batch: dict[str, str],
                 )
 
 
-def bulk_write(store: SqlStore, scope: str, batch: Mapping[str, str], *, author: str,
-               approval: str, message: str) -> list[Change]:
-    from .store import _now, _sha
+def write_batch(conn: Connection, scope: str, batch: dict[str, str], *, author: Author,
+                approval: Approval, message: str) -> list[Change]:
+    """Write a normalised, validated batch inside the caller's write transaction.
 
-    start = normalize_batch(batch)
-    ordered = sorted(start)
-    for path in ordered:
-        store._validate(path, start[path])
+    Returns the changes in path order.
+    """
+    ordered = sorted(batch)
+    existing = _existing(conn, scope, ordered)
+    _check_tree(conn, scope, batch, existing)
     changes: dict[str, Change] = {}
-    with store._write() as conn:
-        existing = _existing(conn, scope, ordered)
-        _check_tree(conn, scope, start, existing)
-        for path, row in existing.items():
-            changes[path] = store._commit(
-                conn, scope, path, row, start[path], author=author, approval=approval,
-                message=message or "write",
-            )
-        new = [p for p in ordered if p not in existing]
-        if new:
-            now = _now()
-            rows = []
-            for path in new:
-                content = start[path]
-                rows.append({
-                    "scope": scope, "path": path, "content": content,
-                    "size": len(content.encode("utf-8")), "sha256": _sha(content),
-                    "version": 1, "deleted": False, "created_at": now, "updated_at": now,
-                })
-            # Plain executemany, then the ids by path: SQLite would run an INSERT ...
-            # RETURNING once per row.
-            conn.execute(insert(files), rows)
-            ids = {r.path: r.id for r in _ids(conn, scope, new)}
-            conn.execute(insert(revisions), [
-                {"file_id": ids[r["path"]], "version": 1, "author": author,
-                 "approval": approval, "message": message or "create", "content": r["content"],
-                 "deleted": False, "size": r["size"], "created_at": now}
-                for r in rows
-            ])
-            for path in new:
-                changes[path] = Change(path, 1, None, start[path])
+    for path, row in existing.items():
+        version = append(conn, scope, path, batch[path], expected=0 if row.deleted else row.version,
+                         author=author, approval=approval, message=message or "write")
+        changes[path] = Change(path, version, None if row.deleted else row.content, batch[path])
+    new = [p for p in ordered if p not in existing]
+    create_many(conn, scope, [(p, batch[p]) for p in new], author=author, approval=approval,
+                message=message or "create")
+    for path in new:
+        changes[path] = Change(path, 1, None, batch[path])
     return [changes[p] for p in ordered]

@@ -3,8 +3,9 @@
 ``/`` is the agent's own scope ``agent:<name>``; ``/user/`` is ``user:<id>`` (shared by
 that user's agents); ``/org/`` is ``org:<id>``, read-only unless the view allows
 writes; ``/conversations/`` is reserved for episodic memory and never writable.
-Invariant: a view path maps to exactly one (scope, inner path), and results are
-reported back in view paths, so callers never see scope names.
+Invariant: a view path maps to exactly one (scope, inner path), and results and
+errors are reported back in view paths (the store is passed ``shown``/``mount``), so
+callers never see scope names or inner paths: ``/user/missing.md``, not ``/missing.md``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memagent.vfs import paths
-from memagent.vfs.errors import NotFound, ReadOnly, ValidationFailed
+from memagent.vfs.errors import InvalidPath, NotFound, ReadOnly
 from memagent.vfs.search import DEFAULT_LIMIT
 from memagent.vfs.store import Store
-from memagent.vfs.types import Change, Entry, FileContent, FileInfo, GrepResult, Revision
+from memagent.vfs.types import (
+    Approval,
+    Author,
+    Change,
+    Entry,
+    FileContent,
+    FileInfo,
+    GrepResult,
+    PendingChange,
+    Revision,
+)
 
 MOUNTS = ("user", "org", "conversations")
 
@@ -28,6 +39,11 @@ class Target:
 
     def outer(self, inner: str) -> str:
         return self.mount + inner if self.mount else inner
+
+    @property
+    def shown(self) -> str:
+        """This target's path in view terms (what errors and diffs name)."""
+        return self.outer(self.path)
 
 
 class AgentView:
@@ -75,19 +91,21 @@ class AgentView:
 
     def _file(self, path: str, *, write: bool = False) -> Target:
         t = self.resolve(paths.normalize_file(path), write=write)
+        if t.path == "/":
+            raise InvalidPath(f"{t.mount} names a directory; give a file path such as {t.mount}/notes.md")
         return t
 
     # -- reads ----------------------------------------------------------------
 
     def read(self, path: str, *, offset: int = 0, limit: int | None = None) -> FileContent:
         t = self._file(path)
-        fc = self.store.read(t.scope, t.path, offset=offset, limit=limit)
-        return FileContent(t.outer(fc.path), fc.content, fc.version, fc.total_lines, fc.offset, fc.lines)
+        fc = self.store.read(t.scope, t.path, offset=offset, limit=limit, shown=t.shown)
+        return FileContent(t.shown, fc.content, fc.version, fc.total_lines, fc.offset, fc.lines)
 
     def stat(self, path: str) -> FileInfo:
         t = self._file(path)
-        fi = self.store.stat(t.scope, t.path)
-        return FileInfo(t.outer(fi.path), fi.size, fi.version, fi.updated_at)
+        fi = self.store.stat(t.scope, t.path, shown=t.shown)
+        return FileInfo(t.shown, fi.size, fi.version, fi.updated_at)
 
     def exists(self, path: str) -> bool:
         try:
@@ -108,7 +126,7 @@ class AgentView:
                 if n:
                     entries.append(Entry(m.mount.strip("/"), True, n))
             return sorted(entries, key=lambda e: e.name)
-        return self.store.ls(t.scope, t.path)
+        return self.store.ls(t.scope, t.path, mount=t.mount)
 
     def _search_targets(self, path: str) -> list[Target]:
         t = self.resolve(path)
@@ -154,50 +172,76 @@ class AgentView:
     def history(self, path: str) -> list[Revision]:
         t = self._file(path)
         return [
-            Revision(t.outer(r.path), r.version, r.author, r.approval, r.message, r.deleted, r.size, r.created_at)
-            for r in self.store.history(t.scope, t.path)
+            Revision(t.shown, r.version, r.author, r.approval, r.message, r.deleted, r.size, r.created_at)
+            for r in self.store.history(t.scope, t.path, shown=t.shown)
         ]
 
     def revision_content(self, path: str, version: int) -> str | None:
         t = self._file(path)
-        return self.store.revision_content(t.scope, t.path, version)
+        return self.store.revision_content(t.scope, t.path, version, shown=t.shown)
 
     def diff(self, path: str, from_version: int, to_version: int | None = None) -> str:
         t = self._file(path)
-        return self.store.diff(t.scope, t.path, from_version, to_version)
+        return self.store.diff(t.scope, t.path, from_version, to_version, shown=t.shown)
 
     # -- writes ---------------------------------------------------------------
+    # One path for every change: prepare_* (in view terms) -> the caller's gate ->
+    # commit. write/edit/delete are that path without a gate.
 
     def check(self, path: str, content: str) -> None:
         """Validate ``content`` for ``path`` without writing (errors name the view path)."""
         t = self._file(path, write=True)
-        try:
-            self.store.validate(t.path, content)
-        except ValidationFailed as exc:
-            raise ValidationFailed(t.outer(t.path), exc.problems) from None
+        self.store.validate(t.path, content, shown=t.shown)
 
-    def _outer(self, t: Target, c: Change) -> Change:
-        return Change(t.outer(c.path), c.version, c.before, c.after)
-
-    def write(self, path: str, content: str, **kw: object) -> Change:
+    def prepare_write(self, path: str, content: str, *, expected_version: int | None = None) -> PendingChange:
         t = self._file(path, write=True)
-        return self._outer(t, self.store.write(t.scope, t.path, content, **kw))  # type: ignore[arg-type]
+        return self.store.prepare_write(t.scope, t.path, content, expected_version=expected_version, shown=t.shown)
 
-    def edit(self, path: str, old_string: str, new_string: str, **kw: object) -> Change:
+    def prepare_edit(self, path: str, old_string: str, new_string: str, *, replace_all: bool = False,
+                     expected_version: int | None = None) -> PendingChange:
         t = self._file(path, write=True)
-        return self._outer(t, self.store.edit(t.scope, t.path, old_string, new_string, **kw))  # type: ignore[arg-type]
+        return self.store.prepare_edit(t.scope, t.path, old_string, new_string, replace_all=replace_all,
+                                       expected_version=expected_version, shown=t.shown)
 
-    def delete(self, path: str, **kw: object) -> Change:
+    def prepare_delete(self, path: str, *, expected_version: int | None = None) -> PendingChange:
         t = self._file(path, write=True)
-        return self._outer(t, self.store.delete(t.scope, t.path, **kw))  # type: ignore[arg-type]
+        return self.store.prepare_delete(t.scope, t.path, expected_version=expected_version, shown=t.shown)
 
-    def move(self, src: str, dst: str, **kw: object) -> Change:
+    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "") -> Change:
+        """Store a change prepared by this view; the result names the view path."""
+        c = self.store.commit(pending, author=author, approval=approval, message=message)
+        return Change(pending.shown, c.version, c.before, c.after)
+
+    def write(self, path: str, content: str, *, expected_version: int | None = None,
+              author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+        return self.commit(self.prepare_write(path, content, expected_version=expected_version),
+                           author=author, approval=approval, message=message)
+
+    def edit(self, path: str, old_string: str, new_string: str, *, replace_all: bool = False,
+             expected_version: int | None = None, author: Author = "cli", approval: Approval = "cli",
+             message: str = "") -> Change:
+        pending = self.prepare_edit(path, old_string, new_string, replace_all=replace_all,
+                                    expected_version=expected_version)
+        return self.commit(pending, author=author, approval=approval, message=message)
+
+    def delete(self, path: str, *, expected_version: int | None = None, author: Author = "cli",
+               approval: Approval = "cli", message: str = "") -> Change:
+        return self.commit(self.prepare_delete(path, expected_version=expected_version),
+                           author=author, approval=approval, message=message)
+
+    def move(self, src: str, dst: str, *, author: Author = "cli", approval: Approval = "cli",
+             message: str = "") -> Change:
         a = self._file(src, write=True)
         b = self._file(dst, write=True)
         if a.scope != b.scope:
-            raise ReadOnly(f"cannot move {src} to {dst} across memory scopes; copy and delete instead")
-        return self._outer(b, self.store.move(a.scope, a.path, b.path, **kw))  # type: ignore[arg-type]
+            raise ReadOnly(f"cannot move {a.shown} to {b.shown} across memory scopes; copy and delete instead")
+        c = self.store.move(a.scope, a.path, b.path, author=author, approval=approval, message=message,
+                            mount=a.mount)
+        return Change(b.shown, c.version, c.before, c.after)
 
-    def revert(self, path: str, to_version: int, **kw: object) -> Change:
+    def revert(self, path: str, to_version: int, *, author: Author = "cli", approval: Approval = "cli",
+               message: str = "") -> Change:
         t = self._file(path, write=True)
-        return self._outer(t, self.store.revert(t.scope, t.path, to_version, **kw))  # type: ignore[arg-type]
+        c = self.store.revert(t.scope, t.path, to_version, author=author, approval=approval, message=message,
+                              shown=t.shown)
+        return Change(t.shown, c.version, c.before, c.after)

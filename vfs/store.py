@@ -3,26 +3,31 @@
 ``Store`` is the one interface; ``SqlStore`` implements it over SQLAlchemy for SQLite
 and Postgres alike. Invariants:
 
-- Paths go through ``paths.normalize``; content through the validators (whoever
-  calls: CLI, tools, revert, move, import) before anything is written.
+- One write path: ``prepare_write``/``prepare_edit``/``prepare_delete`` normalise
+  the path once, read the file once, check the expected version, apply the edit and
+  validate once, and return a ``PendingChange``; ``commit`` stores it. ``write``,
+  ``edit`` and ``delete`` are prepare + commit, so the CLI, the tools and imports
+  all take it. Content is validated (whoever calls: CLI, tools, revert, move,
+  import) before anything is written.
 - Each mutation is one transaction that updates ``files`` and appends exactly one
-  revision; a refused mutation (stale version, invalid content, missing file) leaves
-  the database as it was.
+  revision (``vfs/revisions.py``); a refused mutation (stale version, invalid
+  content, missing file) leaves the database as it was.
 - Concurrency is optimistic: ``UPDATE ... WHERE version = <read version>`` decides
   which of two writers wins; the other gets ``StaleVersion`` and loses nothing it
   could not re-apply. Creating a file races on the (scope, path) unique key.
 - Deleting keeps the row (``deleted``, content NULL) and its history, so a deleted
   file can be reverted and re-creating it continues its version numbers.
+- Errors name a file by ``shown``, the path as the caller's namespace gives it (an
+  ``AgentView`` passes its view path); without it, the path in the scope.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
+import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import (
@@ -35,33 +40,34 @@ from sqlalchemy import (
     insert,
     select,
     text,
-    update,
 )
 from sqlalchemy.exc import IntegrityError
 
-from memagent.vfs import db, paths, regexfilter, regexinfo
+from memagent.vfs import bulk, db, paths, regexfilter, regexinfo
+from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import (
     AgentNotFound,
     AlreadyExists,
-    EditMismatch,
-    InvalidPath,
     IsADirectory,
     NotFound,
     RevisionNotFound,
-    StaleVersion,
     ValidationFailed,
     VfsError,
 )
 from memagent.vfs.fts import Features, candidates, detect
 from memagent.vfs.globbing import compile_glob, literal_prefix
 from memagent.vfs.models import agents, files, revisions
+from memagent.vfs.revisions import append, guard_new_file, has_children, now, prefix_range, stale
 from memagent.vfs.search import DEFAULT_LIMIT, check_mode, compile_pattern, scan, scan_plain
 from memagent.vfs.types import (
+    Approval,
+    Author,
     Change,
     Entry,
     FileContent,
     FileInfo,
     GrepResult,
+    PendingChange,
     Revision,
 )
 
@@ -72,13 +78,10 @@ Validator = Callable[[str, str], "Sequence[Problem]"]
 
 AGENT_NAME_HELP = "agent names are 1-64 characters of a-z, 0-9, '-' and '_', starting with a letter or digit"
 
+# Re-exported for callers that imported them from here before vfs/edits.py.
+__all__ = ["AGENT_NAME_HELP", "SqlStore", "Store", "Validator", "apply_edit", "check_agent_name", "unified_diff"]
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _sha(content: str) -> str:
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+log = logging.getLogger("memagent.vfs")
 
 
 def _count_lines(content: str) -> int:
@@ -100,39 +103,55 @@ def _default_validator(path: str, content: str) -> Sequence[Problem]:
 
 
 class Store(Protocol):
-    """What the CLI, the tools and the benchmarks rely on."""
+    """What the CLI, the tools and the benchmarks rely on.
+
+    ``shown`` (optional everywhere) is how errors and diffs name the file: the path
+    as the caller's namespace gives it. ``mount`` does the same for ``ls`` and
+    ``move``: the prefix the caller's namespace puts before paths of this scope.
+    """
 
     def create_agent(self, name: str, files: dict[str, str] | None = None, *,
-                     author: str = "cli", approval: str = "cli") -> None: ...
+                     author: Author = "cli", approval: Approval = "cli") -> None: ...
     def list_agents(self) -> list[str]: ...
     def require_agent(self, name: str) -> None: ...
     def exists(self, scope: str, path: str) -> bool: ...
-    def stat(self, scope: str, path: str) -> FileInfo: ...
-    def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None) -> FileContent: ...
+    def stat(self, scope: str, path: str, *, shown: str | None = None) -> FileInfo: ...
+    def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None,
+             shown: str | None = None) -> FileContent: ...
+    def prepare_write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
+                      shown: str | None = None) -> PendingChange: ...
+    def prepare_edit(self, scope: str, path: str, old_string: str, new_string: str, *,
+                     replace_all: bool = False, expected_version: int | None = None,
+                     shown: str | None = None) -> PendingChange: ...
+    def prepare_delete(self, scope: str, path: str, *, expected_version: int | None = None,
+                       shown: str | None = None) -> PendingChange: ...
+    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "") -> Change: ...
     def write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
-              author: str = "cli", approval: str = "cli", message: str = "") -> Change: ...
+              author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change: ...
     def edit(self, scope: str, path: str, old_string: str, new_string: str, *,
              replace_all: bool = False, expected_version: int | None = None,
-             author: str = "cli", approval: str = "cli", message: str = "") -> Change: ...
+             author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change: ...
     def delete(self, scope: str, path: str, *, expected_version: int | None = None,
-               author: str = "cli", approval: str = "cli", message: str = "") -> Change: ...
-    def move(self, scope: str, src: str, dst: str, *, author: str = "cli",
-             approval: str = "cli", message: str = "") -> Change: ...
-    def revert(self, scope: str, path: str, to_version: int, *, author: str = "cli",
-               approval: str = "cli", message: str = "") -> Change: ...
-    def ls(self, scope: str, path: str = "/") -> list[Entry]: ...
+               author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change: ...
+    def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
+             approval: Approval = "cli", message: str = "", mount: str = "") -> Change: ...
+    def revert(self, scope: str, path: str, to_version: int, *, author: Author = "cli",
+               approval: Approval = "cli", message: str = "", shown: str | None = None) -> Change: ...
+    def ls(self, scope: str, path: str = "/", *, mount: str = "") -> list[Entry]: ...
     def glob(self, scope: str, pattern: str, path: str = "/") -> list[str]: ...
     def grep(self, scope: str, pattern: str, *, path: str = "/", glob: str | None = None,
              output_mode: str = "files_with_matches", case_insensitive: bool = False,
              fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult: ...
-    def history(self, scope: str, path: str) -> list[Revision]: ...
-    def revision_content(self, scope: str, path: str, version: int) -> str | None: ...
-    def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None) -> str: ...
+    def history(self, scope: str, path: str, *, shown: str | None = None) -> list[Revision]: ...
+    def revision_content(self, scope: str, path: str, version: int, *, shown: str | None = None) -> str | None: ...
+    def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None, *,
+             shown: str | None = None) -> str: ...
     def all_files(self, scope: str) -> list[FileInfo]: ...
-    def validate(self, path: str, content: str) -> None: ...
+    def validate(self, path: str, content: str, *, shown: str | None = None) -> None: ...
     def generation(self, *scopes: str) -> int: ...
-    def bulk_write(self, scope: str, files: Mapping[str, str], *, author: str = "import",
-                   approval: str = "cli", message: str = "") -> list[Change]: ...
+    def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
+                   approval: Approval = "cli", message: str = "") -> list[Change]: ...
+    def close(self) -> None: ...
 
 
 class SqlStore:
@@ -145,6 +164,17 @@ class SqlStore:
             {"isolation_level": "AUTOCOMMIT"} if engine.dialect.name == "postgresql" else {})
         # Which search indexes the database has; read on first use (see vfs/fts.py).
         self._search_features: Features | None = None
+
+    def close(self) -> None:
+        """Close the store's database connections (the store may not be used after)."""
+        self.engine.dispose()
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
     # -- transactions -------------------------------------------------------
 
@@ -165,18 +195,17 @@ class SqlStore:
     # -- agents -------------------------------------------------------------
 
     def create_agent(self, name: str, files: dict[str, str] | None = None, *,
-                     author: str = "cli", approval: str = "cli") -> None:
+                     author: Author = "cli", approval: Approval = "cli") -> None:
         """Create an agent and its starting files in one transaction (all or nothing)."""
         check_agent_name(name)
-        start = {paths.normalize_file(p): c for p, c in (files or {}).items()}
+        start = bulk.normalize_batch(files or {})
         for path, content in start.items():
-            self._validate(path, content)
+            self.validate(path, content)
         try:
             with self._write() as conn:
-                conn.execute(insert(agents).values(name=name, created_at=_now()))
-                for path, content in sorted(start.items()):
-                    self._commit(conn, f"agent:{name}", path, None, content, author=author,
-                                 approval=approval, message="init")
+                conn.execute(insert(agents).values(name=name, created_at=now()))
+                bulk.write_batch(conn, f"agent:{name}", start, author=author, approval=approval,
+                                 message="init")
         except IntegrityError:
             raise AlreadyExists(f"agent {name!r} already exists; pick another name") from None
 
@@ -200,35 +229,21 @@ class SqlStore:
             select(files).where(files.c.scope == scope, files.c.path == path)
         ).first()
 
-    def _live(self, conn: Connection, scope: str, path: str) -> Any:
-        row = self._row(conn, scope, path)
-        if row is None or row.deleted:
-            if self._has_children(conn, scope, path):
-                raise IsADirectory(f"{path} is a directory; use ls to see what is in it")
-            raise NotFound(self._missing(conn, scope, path, row))
-        return row
+    def _live(self, conn: Connection, scope: str, path: str, shown: str) -> Any:
+        return self._require_live(conn, scope, path, shown, self._row(conn, scope, path))
 
-    def _missing(self, conn: Connection, scope: str, path: str, row: Any) -> str:
-        if row is not None and row.deleted:
-            return (
-                f"{path} was deleted (version {row.version}); see its history with "
-                f"`fs log {path}` and bring it back with `fs revert {path} --to N`"
+    def _require_live(self, conn: Connection, scope: str, path: str, shown: str, row: Any) -> Any:
+        """``row`` if it is a live file, else the error that says what is there instead."""
+        if row is not None and not row.deleted:
+            return row
+        if has_children(conn, scope, path):
+            raise IsADirectory(f"{shown} is a directory; use ls to see what is in it")
+        if row is not None:
+            raise NotFound(
+                f"{shown} was deleted (version {row.version}); see its history with "
+                f"`fs log {shown}` and bring it back with `fs revert {shown} --to N`"
             )
-        return f"no file at {path}; use ls or glob to find the right path"
-
-    def _has_children(self, conn: Connection, scope: str, path: str) -> bool:
-        lo, hi = _prefix_range(paths.dir_prefix(path))
-        return (
-            conn.execute(
-                select(files.c.id).where(
-                    files.c.scope == scope,
-                    files.c.path >= lo,
-                    files.c.path < hi,
-                    files.c.deleted.is_(False),
-                ).limit(1)
-            ).first()
-            is not None
-        )
+        raise NotFound(f"no file at {shown}; use ls or glob to find the right path")
 
     def exists(self, scope: str, path: str) -> bool:
         path = paths.normalize(path)
@@ -236,16 +251,17 @@ class SqlStore:
             row = self._row(conn, scope, path)
             return row is not None and not row.deleted
 
-    def stat(self, scope: str, path: str) -> FileInfo:
+    def stat(self, scope: str, path: str, *, shown: str | None = None) -> FileInfo:
         path = paths.normalize_file(path)
         with self._read() as conn:
-            row = self._live(conn, scope, path)
+            row = self._live(conn, scope, path, shown or path)
         return FileInfo(path, row.size, row.version, row.updated_at)
 
-    def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None) -> FileContent:
+    def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None,
+             shown: str | None = None) -> FileContent:
         path = paths.normalize_file(path)
         with self._read() as conn:
-            row = self._live(conn, scope, path)
+            row = self._live(conn, scope, path, shown or path)
         content: str = row.content
         total = _count_lines(content)
         if offset < 0 or (limit is not None and limit < 0):
@@ -254,7 +270,7 @@ class SqlStore:
             return FileContent(path, content, row.version, total, 0, total)
         if offset and offset >= total:
             raise VfsError(
-                f"offset {offset} is past the end of {path}, which has {total} lines; "
+                f"offset {offset} is past the end of {shown or path}, which has {total} lines; "
                 "use a smaller offset"
             )
         lines = content.splitlines(keepends=True)
@@ -290,7 +306,7 @@ class SqlStore:
             self._search_features = detect(conn)
         return self._search_features
 
-    def ls(self, scope: str, path: str = "/") -> list[Entry]:
+    def ls(self, scope: str, path: str = "/", *, mount: str = "") -> list[Entry]:
         path = paths.normalize(path)
         prefix = paths.dir_prefix(path)
         lo, hi = _prefix_range(prefix)
@@ -307,7 +323,7 @@ class SqlStore:
                 ).first()
                 if row is not None:
                     return [Entry(paths.basename(path), False, row.size)]
-                raise NotFound(f"no directory or file at {path}; use ls / to see the top level")
+                raise NotFound(f"no directory or file at {mount}{path}; use ls / to see the top level")
         out = [Entry(name, bool(is_dir), int(n if is_dir else size))
                for name, is_dir, n, size in groups]
         out.sort(key=lambda e: e.name)
@@ -427,17 +443,17 @@ class SqlStore:
 
     # -- history ------------------------------------------------------------
 
-    def _ever_row(self, conn: Connection, scope: str, path: str) -> Any:
+    def _ever_row(self, conn: Connection, scope: str, path: str, shown: str) -> Any:
         """The file's row even when it is deleted (history, diff and revert need it)."""
         row = self._row(conn, scope, path)
         if row is None:
-            raise NotFound(f"no file at {path} has ever existed; use glob to find the right path")
+            raise NotFound(f"no file at {shown} has ever existed; use glob to find the right path")
         return row
 
-    def history(self, scope: str, path: str) -> list[Revision]:
+    def history(self, scope: str, path: str, *, shown: str | None = None) -> list[Revision]:
         path = paths.normalize_file(path)
         with self._read() as conn:
-            row = self._ever_row(conn, scope, path)
+            row = self._ever_row(conn, scope, path, shown or path)
             revs = conn.execute(
                 select(revisions).where(revisions.c.file_id == row.id).order_by(revisions.c.version.desc())
             ).all()
@@ -446,217 +462,180 @@ class SqlStore:
             for r in revs
         ]
 
-    def _revision(self, conn: Connection, file_row: Any, version: int, path: str) -> Any:
+    def _revision(self, conn: Connection, file_row: Any, version: int, shown: str) -> Any:
         rev = conn.execute(
             select(revisions).where(revisions.c.file_id == file_row.id, revisions.c.version == version)
         ).first()
         if rev is None:
             raise RevisionNotFound(
-                f"{path} has no version {version}; it has versions 1 to {file_row.version} "
-                f"(see `fs log {path}`)"
+                f"{shown} has no version {version}; it has versions 1 to {file_row.version} "
+                f"(see `fs log {shown}`)"
             )
         return rev
 
-    def revision_content(self, scope: str, path: str, version: int) -> str | None:
+    def revision_content(self, scope: str, path: str, version: int, *, shown: str | None = None) -> str | None:
         path = paths.normalize_file(path)
+        shown = shown or path
         with self._read() as conn:
-            row = self._ever_row(conn, scope, path)
-            rev = self._revision(conn, row, version, path)
+            row = self._ever_row(conn, scope, path, shown)
+            rev = self._revision(conn, row, version, shown)
         return None if rev.deleted else rev.content
 
-    def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None) -> str:
+    def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None, *,
+             shown: str | None = None) -> str:
         path = paths.normalize_file(path)
+        shown = shown or path
         with self._read() as conn:
-            row = self._ever_row(conn, scope, path)
+            row = self._ever_row(conn, scope, path, shown)
             to_version = row.version if to_version is None else to_version
-            a = self._revision(conn, row, from_version, path)
-            b = self._revision(conn, row, to_version, path)
+            a = self._revision(conn, row, from_version, shown)
+            b = self._revision(conn, row, to_version, shown)
         return unified_diff(
             a.content if not a.deleted else None,
             b.content if not b.deleted else None,
-            f"{path}@{from_version}",
-            f"{path}@{to_version}",
+            f"{shown}@{from_version}",
+            f"{shown}@{to_version}",
         )
 
     # -- writing ------------------------------------------------------------
 
-    def validate(self, path: str, content: str) -> None:
-        """Raise ``ValidationFailed`` if ``content`` may not be stored at ``path``."""
-        self._validate(path, content)
-
-    def _validate(self, path: str, content: str) -> None:
+    def validate(self, path: str, content: str, *, shown: str | None = None) -> None:
+        """Raise ``ValidationFailed`` if ``content`` may not be stored at ``path`` (named ``shown``)."""
         problems = self.validator(path, content)
         if problems:
-            raise ValidationFailed(path, problems)
+            raise ValidationFailed(shown or path, problems)
 
-    def _check_expected(self, path: str, current: int, live: bool, expected: int | None) -> None:
-        if expected is None:
-            return
-        have = current if live else 0
-        if expected != have:
-            if expected == 0:
-                raise StaleVersion(
-                    f"{path} already exists (version {current}); read it first and write "
-                    "over the version you read"
-                )
-            raise StaleVersion(
-                f"{path} changed since you read it (you read version {expected}, it is now "
-                f"{'version ' + str(current) if live else 'deleted'}); read it again and "
-                "re-apply your change"
-            )
+    def _prepare(self, scope: str, path: str, shown: str | None, expected_version: int | None,
+                 *, must_exist: bool) -> tuple[str, str, str | None, int]:
+        """Normalise, read the file once, check the expected version: (path, shown, before, version).
 
-    def _commit(self, conn: Connection, scope: str, path: str, row: Any, content: str | None,
-                *, author: str, approval: str, message: str) -> Change:
-        """Append one revision (``content`` None = tombstone) after the row ``row``."""
-        now = _now()
-        size = len(content.encode("utf-8")) if content is not None else 0
-        if row is None:
-            try:
-                file_id = conn.execute(
-                    insert(files).values(
-                        scope=scope, path=path, content=content, size=size,
-                        sha256=_sha(content) if content is not None else None,
-                        version=1, deleted=content is None, created_at=now, updated_at=now,
-                    ).returning(files.c.id)
-                ).scalar_one()
-            except IntegrityError:
-                raise StaleVersion(
-                    f"{path} was created by someone else while you were writing it; "
-                    "read it and re-apply your change"
-                ) from None
-            version, before = 1, None
-        else:
-            version = row.version + 1
-            done = conn.execute(
-                update(files)
-                .where(files.c.id == row.id, files.c.version == row.version)
-                .values(
-                    content=content, size=size,
-                    sha256=_sha(content) if content is not None else None,
-                    version=version, deleted=content is None, updated_at=now,
-                )
-            )
-            if done.rowcount != 1:
-                raise StaleVersion(
-                    f"{path} changed since you read it (version {row.version} is no longer "
-                    "current); read it again and re-apply your change"
-                )
-            file_id = row.id
-            before = None if row.deleted else row.content
-        conn.execute(
-            insert(revisions).values(
-                file_id=file_id, version=version, author=author, approval=approval,
-                message=message, content=content, deleted=content is None, size=size,
-                created_at=now,
-            )
-        )
-        return Change(path, version, before, content)
+        ``version`` is the version ``before`` was read at, 0 when the file is not live.
+        A file that must exist and does not raises the error that says what is there.
+        """
+        path = paths.normalize_file(path)
+        shown = shown or path
+        with self._read() as conn:
+            row = self._row(conn, scope, path)
+            if must_exist:
+                self._require_live(conn, scope, path, shown, row)
+            live = row is not None and not row.deleted
+            have = row.version if live else 0
+            if expected_version is not None and expected_version != have:
+                raise stale(shown, expected_version, row.version if row else None, live)
+            if not live:
+                guard_new_file(conn, scope, path, shown)
+        return path, shown, row.content if live else None, have
 
-    def _guard_dir(self, conn: Connection, scope: str, path: str) -> None:
-        if self._has_children(conn, scope, path):
-            raise IsADirectory(f"{path} is a directory; write to a file path inside it")
+    def prepare_write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
+                      shown: str | None = None) -> PendingChange:
+        """Check a write of ``content`` to ``path`` without storing it; ``commit`` stores it."""
+        path, shown, before, version = self._prepare(scope, path, shown, expected_version, must_exist=False)
+        self.validate(path, content, shown=shown)
+        return PendingChange("write", scope, path, shown, before, content, version)
+
+    def prepare_edit(self, scope: str, path: str, old_string: str, new_string: str, *,
+                     replace_all: bool = False, expected_version: int | None = None,
+                     shown: str | None = None) -> PendingChange:
+        """Apply an exact-string edit in memory and check it; ``commit`` stores it."""
+        path, shown, before, version = self._prepare(scope, path, shown, expected_version, must_exist=True)
+        assert before is not None  # must_exist
+        after = apply_edit(shown, before, old_string, new_string, replace_all)
+        self.validate(path, after, shown=shown)
+        return PendingChange("edit", scope, path, shown, before, after, version)
+
+    def prepare_delete(self, scope: str, path: str, *, expected_version: int | None = None,
+                       shown: str | None = None) -> PendingChange:
+        """Check that ``path`` can be deleted; ``commit`` deletes it (history is kept)."""
+        path, shown, before, version = self._prepare(scope, path, shown, expected_version, must_exist=True)
+        return PendingChange("delete", scope, path, shown, before, None, version)
+
+    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "") -> Change:
+        """Store a prepared change if the file is still at the version it was prepared from.
+
+        Otherwise ``StaleVersion`` and nothing is stored. Content is not validated
+        again (``prepare_*`` did); the message is scanned for secrets.
+        """
+        default = {"write": "write" if pending.before is not None else "create", "edit": "edit", "delete": "delete"}
+        with self._write() as conn:
+            if pending.expected_version == 0:
+                # Someone may have made a directory here, or a file above, since.
+                guard_new_file(conn, pending.scope, pending.path, pending.shown)
+            version = append(conn, pending.scope, pending.path, pending.after,
+                             expected=pending.expected_version, author=author, approval=approval,
+                             message=message or default[pending.op], shown=pending.shown)
+        return Change(pending.path, version, pending.before, pending.after)
 
     def write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
-              author: str = "cli", approval: str = "cli", message: str = "") -> Change:
-        path = paths.normalize_file(path)
-        self._validate(path, content)
-        with self._write() as conn:
-            row = self._row(conn, scope, path)
-            live = row is not None and not row.deleted
-            self._check_expected(path, row.version if row else 0, live, expected_version)
-            if not live:
-                self._guard_dir(conn, scope, path)
-                _guard_parents(conn, scope, path)
-            return self._commit(conn, scope, path, row, content, author=author,
-                                approval=approval, message=message or ("create" if not live else "write"))
+              author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+        pending = self.prepare_write(scope, path, content, expected_version=expected_version)
+        return self.commit(pending, author=author, approval=approval, message=message)
 
     def edit(self, scope: str, path: str, old_string: str, new_string: str, *,
              replace_all: bool = False, expected_version: int | None = None,
-             author: str = "cli", approval: str = "cli", message: str = "") -> Change:
-        path = paths.normalize_file(path)
-        with self._write() as conn:
-            row = self._live(conn, scope, path)
-            self._check_expected(path, row.version, True, expected_version)
-            new = apply_edit(path, row.content, old_string, new_string, replace_all)
-            self._validate(path, new)
-            return self._commit(conn, scope, path, row, new, author=author,
-                                approval=approval, message=message or "edit")
+             author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+        pending = self.prepare_edit(scope, path, old_string, new_string, replace_all=replace_all,
+                                    expected_version=expected_version)
+        return self.commit(pending, author=author, approval=approval, message=message)
 
     def delete(self, scope: str, path: str, *, expected_version: int | None = None,
-               author: str = "cli", approval: str = "cli", message: str = "") -> Change:
-        path = paths.normalize_file(path)
-        with self._write() as conn:
-            row = self._live(conn, scope, path)
-            self._check_expected(path, row.version, True, expected_version)
-            return self._commit(conn, scope, path, row, None, author=author,
-                                approval=approval, message=message or "delete")
+               author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+        pending = self.prepare_delete(scope, path, expected_version=expected_version)
+        return self.commit(pending, author=author, approval=approval, message=message)
 
-    def move(self, scope: str, src: str, dst: str, *, author: str = "cli",
-             approval: str = "cli", message: str = "") -> Change:
+    def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
+             approval: Approval = "cli", message: str = "", mount: str = "") -> Change:
         src = paths.normalize_file(src)
         dst = paths.normalize_file(dst)
+        shown_src, shown_dst = mount + src, mount + dst
         if src == dst:
-            raise AlreadyExists(f"{src} and {dst} are the same file; give another destination")
+            raise AlreadyExists(f"{shown_src} and {shown_dst} are the same file; give another destination")
         with self._write() as conn:
-            row = self._live(conn, scope, src)
-            self._validate(dst, row.content)
+            row = self._live(conn, scope, src, shown_src)
+            self.validate(dst, row.content, shown=shown_dst)
             target = self._row(conn, scope, dst)
             if target is not None and not target.deleted:
                 raise AlreadyExists(
-                    f"{dst} already exists; remove it first or choose another destination"
+                    f"{shown_dst} already exists; remove it first or choose another destination"
                 )
-            self._guard_dir(conn, scope, dst)
-            _guard_parents(conn, scope, dst)
-            self._commit(conn, scope, src, row, None, author=author, approval=approval,
-                         message=message or f"moved to {dst}")
-            return self._commit(conn, scope, dst, target, row.content, author=author,
-                                approval=approval, message=message or f"moved from {src}")
+            guard_new_file(conn, scope, dst, shown_dst)
+            append(conn, scope, src, None, expected=row.version, author=author, approval=approval,
+                   message=message or f"moved to {dst}", shown=shown_src)
+            version = append(conn, scope, dst, row.content, expected=0, author=author, approval=approval,
+                             message=message or f"moved from {src}", shown=shown_dst)
+        return Change(dst, version, None, row.content)
 
-    def revert(self, scope: str, path: str, to_version: int, *, author: str = "cli",
-               approval: str = "cli", message: str = "") -> Change:
+    def revert(self, scope: str, path: str, to_version: int, *, author: Author = "cli",
+               approval: Approval = "cli", message: str = "", shown: str | None = None) -> Change:
         path = paths.normalize_file(path)
+        shown = shown or path
         with self._write() as conn:
-            row = self._ever_row(conn, scope, path)
-            rev = self._revision(conn, row, to_version, path)
+            row = self._ever_row(conn, scope, path, shown)
+            rev = self._revision(conn, row, to_version, shown)
             if rev.deleted:
                 raise RevisionNotFound(
-                    f"version {to_version} of {path} is a deletion; to delete the file use rm, "
+                    f"version {to_version} of {shown} is a deletion; to delete the file use rm, "
                     "or revert to a version that has content"
                 )
-            self._validate(path, rev.content)
+            self.validate(path, rev.content, shown=shown)
             if row.deleted:
-                self._guard_dir(conn, scope, path)
-            return self._commit(conn, scope, path, row, rev.content, author=author,
-                                approval=approval, message=message or f"revert to version {to_version}")
+                guard_new_file(conn, scope, path, shown)
+            version = append(conn, scope, path, rev.content, expected=0 if row.deleted else row.version,
+                             author=author, approval=approval,
+                             message=message or f"revert to version {to_version}", shown=shown)
+        return Change(path, version, None if row.deleted else row.content, rev.content)
 
-    def bulk_write(self, scope: str, files: Mapping[str, str], *, author: str = "import",
-                   approval: str = "cli", message: str = "") -> list[Change]:
+    def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
+                   approval: Approval = "cli", message: str = "") -> list[Change]:
         """Create or overwrite many files in one transaction, one revision each.
 
         All or nothing: every path and content is checked first (see ``vfs.bulk``).
         Returns the changes in path order.
         """
-        from memagent.vfs.bulk import bulk_write
-
-        return bulk_write(self, scope, files, author=author, approval=approval, message=message)
-
-
-def _guard_parents(conn: Connection, scope: str, path: str) -> None:
-    """A file cannot be created below a path that is itself a live file."""
-    parent = paths.parent(path)
-    candidates = []
-    while parent != "/":
-        candidates.append(parent)
-        parent = paths.parent(parent)
-    if not candidates:
-        return
-    clash = conn.scalar(
-        select(files.c.path).where(
-            files.c.scope == scope, files.c.path.in_(candidates), files.c.deleted.is_(False)
-        ).limit(1)
-    )
-    if clash:
-        raise InvalidPath(f"{clash} is a file, so {path} cannot be created below it; choose another path")
+        batch = bulk.normalize_batch(files)
+        for path in sorted(batch):
+            self.validate(path, batch[path])
+        with self._write() as conn:
+            return bulk.write_batch(conn, scope, batch, author=author, approval=approval, message=message)
 
 
 _LS_SQL = """
@@ -680,40 +659,6 @@ def _ls_query(dialect: str) -> TextClause:
     return text(_LS_SQL.format(find="instr", false="0"))
 
 
-def _prefix_range(prefix: str) -> tuple[str, str]:
-    """[lo, hi) bounds so that ``lo <= p < hi`` iff ``p`` starts with ``prefix`` (bytewise)."""
-    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+_prefix_range = prefix_range
 
-
-def apply_edit(path: str, content: str, old: str, new: str, replace_all: bool) -> str:
-    if old == "":
-        raise EditMismatch("old_string is empty; give the exact text to replace (use write_file to rewrite a file)")
-    if old == new:
-        raise EditMismatch("old_string and new_string are the same; nothing would change")
-    count = content.count(old)
-    if count == 0:
-        raise EditMismatch(
-            f"old_string was not found in {path} (0 matches); read the file and copy the "
-            "exact text, including whitespace and line breaks"
-        )
-    if count > 1 and not replace_all:
-        raise EditMismatch(
-            f"old_string appears {count} times in {path}; add surrounding lines to make it "
-            "unique, or set replace_all to replace every occurrence"
-        )
-    return content.replace(old, new)
-
-
-def unified_diff(before: str | None, after: str | None, a: str, b: str) -> str:
-    """A unified diff; a missing side (new or deleted file) diffs against nothing."""
-    lines = difflib.unified_diff(
-        (before or "").splitlines(keepends=True),
-        (after or "").splitlines(keepends=True),
-        fromfile=a if before is not None else "/dev/null",
-        tofile=b if after is not None else "/dev/null",
-    )
-    out = []
-    for line in lines:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
 

@@ -1,13 +1,26 @@
-"""Plain result values returned by the store (no database objects escape it)."""
+"""Plain result values returned by the store (no database objects escape it).
+
+``PendingChange`` is the middle of the one write path (prepare -> approve -> commit,
+see ARCHITECTURE.md): everything a gate needs to show and everything ``commit``
+needs to apply the change with the optimistic version check, and nothing else.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Literal
 
+from memagent.vfs.edits import unified_diff
+
+# Who made a change: a person in chat ("user"), the model, a subagent, an import,
+# a person at the command line.
 Author = Literal["user", "agent", "subagent", "import", "cli"]
+# How it was approved: a person said yes, approval was off, a person's own command,
+# or no approval was needed.
 Approval = Literal["human", "yolo", "cli", "auto"]
+ChangeOp = Literal["write", "edit", "delete"]
 GrepMode = Literal["files_with_matches", "content", "count"]
 
 
@@ -61,6 +74,34 @@ class Change:
     version: int
     before: str | None
     after: str | None
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """A prepared write, edit or delete: checked and validated, not yet stored.
+
+    ``path`` is normalised and inside ``scope``; ``shown`` is the same file as the
+    caller's namespace names it (the view path, e.g. ``/user/x.md``), used in the
+    diff and in messages. ``expected_version`` is the version ``before`` was read at
+    (0: not live); ``commit`` refuses the change if the file is no longer there.
+    """
+
+    op: ChangeOp
+    scope: str
+    path: str
+    shown: str
+    before: str | None  # None: the file does not exist now
+    after: str | None  # None: a delete
+    expected_version: int
+
+    @property
+    def new_file(self) -> bool:
+        return self.before is None
+
+    @cached_property
+    def diff(self) -> str:
+        """The unified diff before -> after, labelled with ``shown`` (computed on first use)."""
+        return unified_diff(self.before, self.after, self.shown, self.shown)
 
 
 @dataclass
