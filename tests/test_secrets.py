@@ -55,6 +55,18 @@ def jwt() -> str:
     )
 
 
+def discord() -> str:
+    # A Discord bot token starts with the bot's numeric id (a snowflake) in base64.
+    snowflake = str(random.Random(60).randrange(10**17, 10**19)).encode()
+    first = base64.urlsafe_b64encode(snowflake).decode().rstrip("=")
+    return first + "." + rand(ALNUM + "-_", 6, 61) + "." + rand(ALNUM + "-_", 38, 62)
+
+
+def azure_connection_string() -> str:
+    key = base64.b64encode(random.Random(63).randbytes(64)).decode()
+    return "DefaultEndpointsProtocol=https;AccountName=acme;Account" + "Key=" + key + ";EndpointSuffix=core.windows.net"
+
+
 # (what the message must name, how to build the fake credential)
 FAKES: list[tuple[str, Callable[[], str]]] = [
     ("a private key block", lambda: pem("RSA")),
@@ -141,6 +153,36 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
     (
         "a password inside a URL",
         lambda: "postgres://app:" + rand(ALNUM, 18, 37) + "@db.example.com:5432/app",
+    ),
+    ("an Azure storage or service bus key", azure_connection_string),
+    (
+        "an Azure storage or service bus key",
+        lambda: (
+            "Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;Shared"
+            + "AccessKey="
+            + base64.b64encode(random.Random(64).randbytes(32)).decode()
+        ),
+    ),
+    ("a Twilio auth token", lambda: "TWILIO_AUTH" + "_TOKEN=" + rand(HEX, 32, 65)),
+    ("a Twilio auth token", lambda: 'twilio_token: "' + rand(HEX, 32, 66) + '"'),
+    ("a Telegram bot token", lambda: rand(string.digits, 9, 67) + ":A" + "A" + rand(ALNUM + "-_", 33, 68)),
+    ("a Telegram bot token", lambda: "TELEGRAM_BOT=" + rand(string.digits, 10, 69) + ":A" + "A" + rand(ALNUM, 32, 70)),
+    (
+        "a Telegram bot token",
+        lambda: (
+            "https://api.telegram.org/bot" + rand(string.digits, 9, 75) + ":A" + "A" + rand(ALNUM, 33, 76) + "/getMe"
+        ),
+    ),
+    ("a Discord bot token", discord),
+    ("a password, secret or token assigned in plain text", lambda: "DB_PASS" + "WORD=" + rand(ALNUM, 14, 71)),
+    (
+        "a password, secret or token assigned in plain text",
+        lambda: "export API_" + "TOKEN='" + rand(ALNUM, 30, 72) + "'",
+    ),
+    ("a password, secret or token assigned in plain text", lambda: "  pass" + "word: " + rand(ALNUM + "!#%", 16, 73)),
+    (
+        "a password, secret or token assigned in plain text",
+        lambda: '{"client_sec' + 'ret": "' + rand(ALNUM, 24, 74) + '"}',
     ),
 ]
 
@@ -301,6 +343,63 @@ def test_ordinary_content_raises_no_alarm(text: str) -> None:
     assert scan_secrets(text) == []
 
 
+def _b64url_json(obj: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+# Well-known documentation examples and trivial values, assembled from parts so this file
+# holds none of them whole: jwt.io's default token, GitHub's example token, Telegram's example
+# bot token, Azurite's published emulator key, and assignments of placeholders or references.
+DOC_EXAMPLES = {
+    "jwt.io": _b64url_json({"alg": "HS256", "typ": "JWT"})
+    + "."
+    + _b64url_json({"sub": "1234567890", "name": "John Doe", "iat": 1516239022})
+    + ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6"
+    + "yJV_adQssw5c",
+    "jwt.io-rs256": _b64url_json({"alg": "RS256", "typ": "JWT"})
+    + "."
+    + _b64url_json({"sub": "1234567890", "name": "John Doe", "admin": True, "iat": 1516239022})
+    + "."
+    + rand(ALNUM + "-_", 86, 80),
+    "postgres-postgres": "DATABASE_URL=postgresql://postgres:postgres@localhost:5432/app",
+    "github-docs": "GITHUB_TOKEN=gh" + "p_16C7e42F292c6912" + "E7710c838347Ae178B4a",
+    "github-docs-oauth": "gh" + "o_16C7e42F292c6912" + "E7710c838347Ae178B4a",
+    "telegram-docs": "https://api.telegram.org/bot110201543:AA" + "HdqTcvCH1vGWJxfSeofSA" + "s0K5PALDsaw/getMe",
+    "azurite": "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlC"
+    + "DXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;",
+    "changeme": "DB_PASSWORD=changeme",
+    "angle": "DB_PASSWORD=<password>",
+    "reference": "DB_PASSWORD=${DB_PASSWORD}",
+    "xxx": "API_TOKEN=xxxxxxxxxxxxxxxx",
+    "template": 'password: "{{ vault_db_password }}"',
+    "code": "SECRET_KEY = settings.SECRET_KEY\napi_key = config.get('api_key')",
+    "prose": "password: at least 12 characters, rotated every 90 days",
+    "numbers": "MAX_TOKENS=4096\ntoken_ttl: 86400000\nAUTH_TIMEOUT=30s",
+    "word": "POSTGRES_PASSWORD=postgres",
+    "your": "TWILIO_AUTH_TOKEN=your_auth_token",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOC_EXAMPLES))
+def test_documentation_examples_and_trivial_values_raise_no_alarm(name: str) -> None:
+    assert scan_secrets(DOC_EXAMPLES[name]) == []
+    assert_same_as_reference(DOC_EXAMPLES[name])
+
+
+def test_a_real_password_in_a_url_is_still_caught_when_the_user_differs() -> None:
+    pw = rand(ALNUM, 16, 81)
+    assert scan_secrets(f"postgresql://postgres:{pw}@localhost/app")
+    assert scan_secrets("postgresql://app:postgres@localhost/app")  # a user name is no placeholder
+
+
+def test_a_specific_kind_and_the_generic_rule_give_one_problem_per_line() -> None:
+    content = "x\nTWILIO_AUTH_TOKEN=" + rand(HEX, 32, 82) + "\naws_secret_access_key = " + rand(B64, 40, 83) + "\n"
+    assert [(p.location, p.message.split(".")[0]) for p in scan_secrets(content)] == [
+        ("line 2", "contains a Twilio auth token"),
+        ("line 3", "contains an AWS secret access key"),
+    ]
+
+
 def test_hashes_and_shas_raise_no_alarm() -> None:
     assert scan_secrets("\n".join(_digests())) == []
     assert scan_secrets(" ".join(f"`{d}`" for d in _digests())) == []
@@ -341,7 +440,13 @@ def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
         assert 1 <= int(p.location.split()[1]) <= text.count("\n") + 1
 
 
-@pytest.mark.parametrize("unit", ["a-", "a.", "sk-", "eyJ-", "x://a:", "glpat-", "xoxb-1", "-----BEGIN A ", "hf_a"])
+@pytest.mark.parametrize(
+    "unit",
+    [
+        *("a-", "a.", "sk-", "eyJ-", "x://a:", "glpat-", "xoxb-1", "-----BEGIN A ", "hf_a", "1:AA", "M.", "token"),
+        *("token=", "a_password=a1", "AccountKey=a", "twilio_auth", "twilio_token=", "api", "pass_", "9" * 9 + ":AA"),
+    ],
+)
 def test_scanning_crafted_input_stays_linear(unit: str) -> None:
     # 300 KB of a repeated prefix: a quadratic regex takes minutes here, linear ones well
     # under a second; the bound is loose so a slow CI machine cannot make it flaky.
@@ -386,6 +491,34 @@ NEAR_MISSES: list[str] = [
     *("https://hooks.slack.com/services/", "://", "http://", "postgres://", "a+b.c-d://", "x" * 40 + "://"),
     *("q" * 30 + "://", "q" * 31 + "://", "user:pa55w0rd@", "@host", ":", "@", "/", "=", ": ", '"', "'"),
     *(scheme + "://u:pa55w0rd@h" for scheme in ("q", "q" * 30, "q" * 31, "q" * 32, "Q" + "q" * 30, "-q")),
+    *("postgres://postgres:postgres@localhost", "://a1:a1@h", "://App:aPP@h"),
+    # the newer rules: anchors alone, digits around ":AA", dots after base64url runs, name words
+    *(
+        ":AA",
+        "/bot",
+        "/bot123456789:AA",
+        "1234567:AA",
+        "12345678901:AA",
+        "AccountKey=",
+        "accountkey",
+        "SharedAccessKey = ",
+        "twilio",
+        "TWILIO_",
+    ),
+    *(
+        "MTIz.",
+        "NTk4" * 6 + ".",
+        "abcdef.",
+        "..",
+        "M" * 30 + ".",
+        "password",
+        "PASSWD=",
+        "_token: ",
+        "api_key=",
+        "apikey",
+    ),
+    *("secret_key_base=", "access_key:", "auth", "private", "credentials=", "=", "a1b2c3d4e5f6", "x" * 41 + "token="),
+    *("pa\u017f\u017fword=", "to\u212aen=", "${X}", "changeme", "<password>"),
     # the (?i) rules: any case, and the non-ASCII letters (?i) takes for s, i and k
     *("aws", "AWS", "Aws_Secret_Access_Key", "secret", "SECRET_ACCESS_KEY", "secret access key", "aws-secret-key"),
     *('"SecretAccessKey": ', "authorization", "AUTHORIZATION: ", "Authorization=", "Bearer ", "token ", "basic "),
@@ -403,6 +536,8 @@ PREFIXES = [
     *("doo_v1_", "dop_v1_", "dor_v1_", "shpat_", "shpca_", "shppa_", "shpss_", "eyJ", "PuTTY-User-Key-File-"),
     *("https://hooks.slack.com/services/", "https://hooks.slack.com/workflows/", "https://hooks.slack.com/triggers/"),
     *("aws_secret_access_key=", "secret_access_key: ", "Authorization: Bearer ", "authorization=token "),
+    *("AccountKey=", "SharedAccessKey=", "TWILIO_AUTH_TOKEN=", "twilio.token: ", "123456789:AA", "9876543210:AA"),
+    *("DB_PASSWORD=", "password: ", '"api_key": "', "export GITHUB_TOKEN=", "MTIzNDU2Nzg5MDEyMzQ1Njc4.abcdef."),
 ]
 
 

@@ -880,6 +880,13 @@ def test_problem_str_and_immutability() -> None:
         ("/knowledge/AGENTS.md", "text"),
         ("/docs/tools.json", "text"),
         ("/people/ana.md", "text"),
+        # Whatever the prompt index's globs (skills/*.md, skills/*/SKILL.md, subagents/*.md)
+        # pick up is validated as that kind, empty and hidden stems too (issue 9).
+        ("/skills/.md", "skill"),
+        ("/skills/.hidden.md", "skill"),
+        ("/skills/Bad Name.md", "skill"),
+        ("/skills/.x/SKILL.md", "skill"),
+        ("/subagents/.md", "subagent"),
     ],
 )
 def test_kind_of_path(path: str, kind: str) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .base import Problem
-from .frontmatter_doc import FrontmatterDoc
+from .frontmatter import FrontmatterDoc
 
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -84,7 +84,18 @@ def _reasons(name: str) -> list[str]:
     return reasons
 
 
-def check_name(
+def check_name(name: str) -> str | None:
+    """Why ``name`` cannot name a skill or subagent (one line), or None when it can.
+
+    The agent checks a name the model gives (``task(subagent=...)``) with this
+    before it turns the name into a path, so "../notes/evil" never reaches one.
+    """
+    if is_valid_name(name):
+        return None
+    return f"{short(name)!r} is not a valid name ({'; '.join(_reasons(name))}). {RULE}, e.g. '{suggest_name(name)}'."
+
+
+def check_name_key(
     doc: FrontmatterDoc,
     expected: str,
     kind: str,
@@ -96,7 +107,12 @@ def check_name(
     """
     problems: list[Problem] = []
     stem_ok = is_valid_name(expected)
-    target = expected if stem_ok else suggest_name(expected)
+    given = doc.data.get("name")
+    # An invalid stem (even an empty one, /skills/.md) is renamed to the name the
+    # frontmatter gives when that one is valid, else to the nearest valid name.
+    target = (
+        expected if stem_ok else given if isinstance(given, str) and is_valid_name(given) else suggest_name(expected)
+    )
     if not stem_ok:
         problems.append(
             Problem(

@@ -4,32 +4,43 @@ Invariants:
 - Every path gets the generic text rules (UTF-8, no NUL, size cap) and the
   secret scanner; a path of a known kind also gets that kind's validator.
 - All problems of one write are returned together, in a stable order: text
-  rules, then the kind's rules, then secrets. ``[]`` means valid.
+  rules, then the kind's rules, then secrets in the content, then in the path.
+  ``[]`` means valid.
 - NUL characters and unpaired surrogates are reported once by the text rules;
   the kind's parser then sees a copy where each is replaced by one stand-in
   character, so its line and column numbers still match the original.
 - Content more than ``_PARSE_FACTOR`` times over its cap is only reported as
   too large: parsing and scanning megabytes that will be refused anyway is
   wasted work, and the other problems surface once it is cut down.
+- A path is the kind the prompt index takes it for: the index globs
+  ``skills/*.md``, ``skills/*/SKILL.md`` and ``subagents/*.md``, whose ``*``
+  also matches an empty stem, so ``/skills/.md`` is a skill (refused by the
+  name rules), never plain text that reaches the prompt unchecked.
+- ``validate`` is total: any path and content give a list, never an exception.
+  Each kind validator is bounded on its own (depth, frontmatter size, no YAML
+  aliases); a last-resort guard turns anything they still raise into a Problem.
+- The path itself is scanned for secrets, like the content.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .agents_md import validate_agents_md
 from .base import Limits, Problem
-from .secrets import scan_secrets
+from .secrets import scan_path, scan_secrets
 from .skill import validate_skill
 from .subagent import validate_subagent
 from .text import check_encoding, check_size, utf8_size
 from .tools_json import validate_tools_json
 
 _PARSE_FACTOR = 4
-_SKILL_FILE = re.compile(r"/skills/([^/]+)\.md")
-_SKILL_DIR = re.compile(r"/skills/([^/]+)/SKILL\.md")
-_SKILL_DIR_MISCASED = re.compile(r"/skills/([^/]+)/(skill\.md)", re.IGNORECASE)
-_SUBAGENT = re.compile(r"/subagents/([^/]+)\.md")
+# "*" in the prompt index's globs matches any run of non-"/" characters, the empty one too.
+_SKILL_FILE = re.compile(r"/skills/([^/]*)\.md")
+_SKILL_DIR = re.compile(r"/skills/([^/]*)/SKILL\.md")
+_SKILL_DIR_MISCASED = re.compile(r"/skills/([^/]*)/(skill\.md)", re.IGNORECASE)
+_SUBAGENT = re.compile(r"/subagents/([^/]*)\.md")
 
 
 def kind_of(path: str) -> str:
@@ -80,18 +91,35 @@ def _kind_problems(path: str, content: str) -> list[Problem]:
     return []
 
 
+def _guarded(stage: str, kind: str, check: Callable[[], list[Problem]]) -> list[Problem]:
+    """``check()``, or one Problem if it raises: a validator bug must not end the session."""
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - the last resort; the real causes are bounded where they arise
+        return [
+            Problem(
+                "file",
+                f"could not be checked: the {stage} failed on this content ({type(exc).__name__}). Simplify "
+                "the file (less nesting, shorter values) and try again; please report this as a bug.",
+                kind,
+            )
+        ]
+
+
 def validate(path: str, content: str, limits: Limits | None = None) -> list[Problem]:
-    """All problems with writing ``content`` at ``path`` (relative to its scope root)."""
+    """All problems with writing ``content`` at ``path`` (relative to its scope root); never raises."""
     limits = limits or Limits()
     if path == "/AGENTS.md":
-        problems = validate_agents_md(content, limits)
+        problems = _guarded("AGENTS.md rules", "AGENTS.md", lambda: validate_agents_md(content, limits))
         cap = min(limits.agents_md_bytes, limits.file_bytes)
     else:
         cap = limits.file_bytes
-        problems = check_encoding(content) + check_size(content, cap)
+        problems = _guarded("text rules", "text", lambda: check_encoding(content) + check_size(content, cap))
+    in_path = _guarded("secret scanner", "secret", lambda: scan_path(path))
     if utf8_size(content) > _PARSE_FACTOR * cap:
-        return problems
+        return problems + in_path
     clean = content.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
-    problems += _kind_problems(path, clean)
-    problems += scan_secrets(clean)
-    return problems
+    kind = kind_of(path)
+    problems += _guarded(f"{kind} validator", kind, lambda: _kind_problems(path, clean))
+    problems += _guarded("secret scanner", "secret", lambda: scan_secrets(clean))
+    return problems + in_path

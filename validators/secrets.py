@@ -8,7 +8,16 @@ Invariants:
   UUIDs, git SHAs, sha256 hex and base64 hashes must not match: a false alarm
   blocks a legitimate write and teaches the model to distrust the check.
 - Obvious placeholders (bodies made of x/X/*/0, AWS's documented ...EXAMPLE
-  keys, "password" in a URL) are not secrets.
+  keys, "password" in a URL, ``${VAR}`` references, ``changeme``) are not
+  secrets; nor are well-known documentation examples (GitHub's example token,
+  the jwt.io token, Azurite's emulator key, Telegram's example bot token),
+  recognised by the SHA-256 of the value so this file holds none of them, nor a
+  URL whose password equals its user name (``postgres:postgres@localhost``).
+- The generic rule (a key named like a password, secret or token assigned a
+  real-looking value, as in ``.env`` files) is reported only on lines where no
+  specific rule fired, so one credential gives one problem.
+- The path and a revision message are scanned with the same rules
+  (``scan_path``, ``scan_message``); their problems say where, never what.
 - Scanning is linear in the content: a rule's start is never preceded by a
   character its own body may contain (a look-behind instead of ``\\b`` where
   needed) and open-ended parts are only used where nothing follows them, so a
@@ -36,6 +45,10 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import json
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator
@@ -69,6 +82,16 @@ class _Rule:
     regex: re.Pattern[str]  # the secret part is the named group "s" when present
     anchors: tuple[_Anchor, ...]  # between them, locate every match (see _Anchor)
     confirm: Callable[[re.Match[str], str], bool] | None = None
+    generic: bool = False  # only reported on lines where no specific rule fired
+
+
+def _prefixed(
+    what: str, prefixes: Iterable[str], body: str, confirm: Callable[[re.Match[str], str], bool] | None = None
+) -> _Rule:
+    """A token that starts a word with one of ``prefixes`` and goes on as ``body`` (a regex)."""
+    prefixes = tuple(prefixes)
+    alternatives = "|".join(re.escape(p) for p in prefixes)
+    return _Rule(what, re.compile(rf"\b(?P<s>(?:{alternatives}){body})"), _starts(*prefixes), confirm)
 
 
 def _starts(*literals: str) -> tuple[_Anchor, ...]:
@@ -118,10 +141,83 @@ _URL_PLACEHOLDERS = (
 
 def _real_url_password(m: re.Match[str], _: str) -> bool:
     pw = m.group("s").lower()
+    # user == password (postgres:postgres@localhost) is a trivial local login, not a secret.
+    if pw == m.group("u").lower():
+        return False
     return not (pw[0] in "$<{[%" or any(p in pw for p in _URL_PLACEHOLDERS))
 
 
+def _b64_json(segment: str) -> object:
+    try:
+        return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+
+
+def _not_jwt_io_example(m: re.Match[str], _: str) -> bool:
+    # jwt.io's default token (every algorithm) carries this payload; it is on countless pages.
+    payload = _b64_json(m.group("s").split(".")[1])
+    return not (isinstance(payload, dict) and payload.get("sub") == "1234567890" and payload.get("name") == "John Doe")
+
+
+def _discord_user_id(m: re.Match[str], _: str) -> bool:
+    # A Discord bot token starts with the bot's numeric id (a 17-20 digit snowflake) in base64.
+    first = m.group("s").split(".", 1)[0]
+    try:
+        raw = base64.urlsafe_b64decode(first + "=" * (-len(first) % 4))
+    except (ValueError, binascii.Error):
+        return False
+    return raw.isdigit() and raw.isascii() and 17 <= len(raw) <= 20
+
+
+_VALUE_PLACEHOLDERS = (
+    "changeme",
+    "change_me",
+    "change-me",
+    "example",
+    "your",
+    "placeholder",
+    "redacted",
+    "dummy",
+    "sample",
+    "xxx",
+    "***",
+    "...",
+    "todo",
+    "fixme",
+    "replace",
+    "insert",
+)
+_CODE_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _real_assigned_value(m: re.Match[str], _: str) -> bool:
+    """A value that looks like a real credential, not a placeholder, a reference or code."""
+    value = m.group("s")
+    low = value.lower()
+    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/~.%&*@!=:#-+":
+        return False
+    if _CODE_REFERENCE.fullmatch(value) or len(set(value)) < 5:  # settings.SECRET_KEY, aaaa1111
+        return False
+    classes = sum(
+        (
+            any(c.isupper() for c in value),
+            any(c.islower() for c in value),
+            any(c.isdigit() for c in value),
+            any(not c.isalnum() for c in value),
+        )
+    )
+    has_letter, has_digit = any(c.isalpha() for c in value), any(c.isdigit() for c in value)
+    return (has_letter and has_digit) or (len(value) >= 16 and classes >= 3)
+
+
 _SCHEME_CHARS = string.ascii_lowercase + string.digits + "+.-"
+# Every word a secret's variable name may end with starts with one of these (the
+# generic rule's anchors); each is as long as it can be, so fewer ordinary words are tried.
+_SECRET_WORDS = (
+    *("passw", "passphrase", "secret", "token", "apikey", "api_key", "accesskey", "access_key"),
+    *("authkey", "auth_key", "privatekey", "private_key", "credential"),
+)
 
 _RULES: tuple[_Rule, ...] = (
     _Rule(
@@ -131,11 +227,7 @@ _RULES: tuple[_Rule, ...] = (
         _key_material_follows,
     ),
     _Rule("a private key block", re.compile(r"PuTTY-User-Key-File-\d+:"), _starts("PuTTY-User-Key-File-")),
-    _Rule(
-        "an AWS access key id",
-        re.compile(r"\b(?P<s>(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16})\b"),
-        _starts("AKIA", "ASIA", "ABIA", "ACCA"),
-    ),
+    _prefixed("an AWS access key id", ("AKIA", "ASIA", "ABIA", "ACCA"), r"[A-Z0-9]{16}\b"),
     _Rule(
         "an AWS secret access key",
         re.compile(
@@ -148,11 +240,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("an Anthropic API key", re.compile(r"\b(?P<s>sk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_-]{32,})"), _starts("sk-")),
     _Rule("an OpenAI API key", re.compile(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})"), _starts("sk-")),
     _Rule("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _starts("sk-"), _has_digit),
-    _Rule(
-        "a GitHub token",
-        re.compile(r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{36,255})\b"),
-        _starts(*(f"gh{c}_" for c in "pousr")),
-    ),
+    _prefixed("a GitHub token", (f"gh{c}_" for c in "pousr"), r"[A-Za-z0-9]{36,255}\b"),
     _Rule(
         "a GitHub personal access token",
         re.compile(r"\b(?P<s>github_pat_[A-Za-z0-9_]{36,})"),
@@ -175,11 +263,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule("a Google API key", re.compile(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})(?![0-9A-Za-z_-])"), _starts("AIza")),
     _Rule("a Google OAuth client secret", re.compile(r"\b(?P<s>GOCSPX-[A-Za-z0-9_-]{28})"), _starts("GOCSPX-")),
-    _Rule(
-        "a Stripe live secret key",
-        re.compile(r"\b(?P<s>[sr]k_live_[0-9A-Za-z]{20,})"),
-        _starts("sk_live_", "rk_live_"),
-    ),
+    _prefixed("a Stripe live secret key", ("sk_live_", "rk_live_"), "[0-9A-Za-z]{20,}"),
     _Rule("an npm access token", re.compile(r"\b(?P<s>npm_[A-Za-z0-9]{36})\b"), _starts("npm_")),
     _Rule(
         "a PyPI API token",
@@ -192,16 +276,8 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"\b(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
         _starts("SG."),
     ),
-    _Rule(
-        "a DigitalOcean token",
-        re.compile(r"\b(?P<s>do[opr]_v1_[a-f0-9]{64})\b"),
-        _starts(*(f"do{c}_v1_" for c in "opr")),
-    ),
-    _Rule(
-        "a Shopify access token",
-        re.compile(r"\b(?P<s>shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})\b"),
-        _starts(*(f"shp{k}_" for k in ("at", "ca", "pa", "ss"))),
-    ),
+    _prefixed("a DigitalOcean token", (f"do{c}_v1_" for c in "opr"), r"[a-f0-9]{64}\b"),
+    _prefixed("a Shopify access token", (f"shp{k}_" for k in ("at", "ca", "pa", "ss")), r"[a-fA-F0-9]{32}\b"),
     _Rule(
         "a JSON Web Token",
         re.compile(
@@ -209,6 +285,7 @@ _RULES: tuple[_Rule, ...] = (
             r"[A-Za-z0-9_-]{10,})"
         ),
         _starts("eyJ"),
+        _not_jwt_io_example,
     ),
     _Rule(
         "a bearer token in an Authorization header",
@@ -221,19 +298,83 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a password inside a URL",
-        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://[^\s:/@\"'<>]+:(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
+        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://(?P<u>[^\s:/@\"'<>]+):(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
         # The scheme has no literal; the match starts where the run of scheme
         # characters before "://" starts (the look-behind forbids an earlier
         # start, and ':' cannot be part of a scheme, so this "://" is the first).
         (_Anchor("://", back_over=_SCHEME_CHARS, back_max=31),),
         _real_url_password,
     ),
+    _Rule(
+        "an Azure storage or service bus key",
+        re.compile(
+            r"(?<![A-Za-z0-9])(?i:accountkey|sharedaccesskey)[ \t]*=[ \t]*"
+            r"(?P<s>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])"
+        ),
+        _starts_folded("accountkey", "sharedaccesskey"),
+        _mixed_body,
+    ),
+    _Rule(
+        "a Twilio auth token",
+        re.compile(
+            r"(?<![A-Za-z0-9])(?i:twilio)[A-Za-z0-9_.-]{0,30}?(?i:auth|token|secret)[A-Za-z0-9_]{0,20}"
+            r"[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[0-9a-fA-F]{32})(?![0-9A-Za-z])"
+        ),
+        _starts_folded("twilio"),
+        _has_digit,
+    ),
+    _Rule(
+        "a Telegram bot token",
+        # Alone, or in a Bot API URL (https://api.telegram.org/bot<token>/getMe).
+        re.compile(r"(?:(?<=/bot)|(?<![0-9A-Za-z_-]))(?P<s>[0-9]{8,10}:AA[0-9A-Za-z_-]{32,33})(?![0-9A-Za-z_-])"),
+        # The match starts where the run of digits before ":AA" starts.
+        (_Anchor(":AA", back_over=string.digits, back_max=10),),
+    ),
+    _Rule(
+        "a Discord bot token",
+        # The first segment is a snowflake id (17-20 digits, not starting with 0) in base64,
+        # so it starts with one of the nine pairs that two ASCII digits 1-9 and 0-9 encode to.
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?P<s>(?:M[Tjz]|N[DTjz]|O[DT])[A-Za-z0-9_-]{21,25}\.[A-Za-z0-9_-]{6}\."
+            r"[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"
+        ),
+        _starts("MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT"),
+        _discord_user_id,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
+        # From the word the variable's name ends with (DB_PASSWORD matches from PASSWORD on): the
+        # rest of the name changes nothing, and starting there keeps each attempt short.
+        re.compile(
+            r"(?i:passw(?:ord|d)|passphrase|secret(?:_?key)?(?:_?base)?|token|api_?key|access_?key|auth_?key"
+            r"|private_?key|credentials?)"
+            r"[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[^\s\"'`$<>{}()\[\]\\,;]{8,200}+)(?![^\s\"'`,;])"
+        ),
+        _starts_folded(*_SECRET_WORDS),
+        _real_assigned_value,
+        generic=True,
+    ),
+)
+
+# SHA-256 of well-known documentation examples, so the values themselves are not in this file:
+# GitHub's example token (its ghp_/gho_/ghu_/ghs_/ghr_ forms), Telegram's example bot token in
+# the Bot API docs, and the Azure storage emulator's (Azurite's) published account key.
+_KNOWN_EXAMPLES = frozenset(
+    {
+        "3543c50b0cb9cea8e55eb1f529b79f043cb250d485fde7b66cabbb5183add7da",
+        "bc3ae723f57c6b9e3fd80b699fcc420f6074b0b1718039669d22631d508ac0a7",
+        "82e74299544e00738f9c0acb69b1eb348b3e20ffcfabcb34779bd37590fead6c",
+        "797c0ce414586cc8eb6929afe947c720e3e4d351dd070a6fe39f630beaab3054",
+        "0cecafe4ec4766065c64799e2d0fc466059f86526e0a45b883de0fb856435236",
+        "0b5dd075ccdd03c42f4edda8e299e6838e2a75d3486a2a8d86940ed1541e9178",
+        "0011cc25eb4320717494d2703e8cba85743e71b500283c21c8b88147992f9059",
+    }
 )
 
 
 def _placeholder(secret: str) -> bool:
-    """Documentation stand-ins: AWS's ...EXAMPLE keys, runs of x, X, *, 0."""
-    if "EXAMPLE" in secret:
+    """Documentation stand-ins: AWS's ...EXAMPLE keys, runs of x, X, *, 0, well-known examples."""
+    if "EXAMPLE" in secret or hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest() in _KNOWN_EXAMPLES:
         return True
     segments = [seg for seg in re.split(r"[_\-./]", secret) if seg]
     return bool(segments) and not set(segments[-1]) - set("xX*0")
@@ -432,10 +573,11 @@ def _fast_matches(rule: _Rule, content: str, starts: list[int]) -> Iterator[re.M
             end = m.end()
 
 
-def _problems(content: str, matches: Iterable[tuple[_Rule, Iterable[re.Match[str]]]]) -> list[Problem]:
-    """One problem per (line, kind) among the confirmed matches, in line order."""
+def _findings(content: str, matches: Iterable[tuple[_Rule, Iterable[re.Match[str]]]]) -> list[tuple[int, str]]:
+    """(line, kind) of each confirmed match, once each, in line order; generic ones only where alone."""
     index: LineIndex | None = None
     found: set[tuple[int, str]] = set()
+    generic: set[tuple[int, str]] = set()
     for rule, rule_matches in matches:
         for m in rule_matches:
             if "s" in rule.regex.groupindex and _placeholder(m.group("s")):
@@ -443,19 +585,52 @@ def _problems(content: str, matches: Iterable[tuple[_Rule, Iterable[re.Match[str
             if rule.confirm and not rule.confirm(m, content):
                 continue
             index = index or LineIndex(content)
-            found.add((index.line_of(m.start()), rule.what))
-    return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND) for line, what in sorted(found)]
+            (generic if rule.generic else found).add((index.line_of(m.start()), rule.what))
+    specific_lines = {line for line, _ in found}
+    found |= {(line, what) for line, what in generic if line not in specific_lines}
+    return sorted(found)
 
 
-def scan_secrets(content: str) -> list[Problem]:
-    """One problem per (line, kind) found, in line order."""
+def _find(content: str) -> list[tuple[int, str]]:
     candidates = _Candidates(content)
-    return _problems(
+    return _findings(
         content,
         ((rule, _fast_matches(rule, content, starts)) for rule in _RULES if (starts := candidates.starts(rule))),
     )
 
 
+def scan_secrets(content: str) -> list[Problem]:
+    """One problem per (line, kind) found in file content, in line order."""
+    return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND) for line, what in _find(content)]
+
+
+def scan_path(path: str) -> list[Problem]:
+    """Credentials in a file's path: a name is shown in listings, diffs and prompts."""
+    return [
+        Problem(
+            "path",
+            f"the file's path contains {what}. Secrets must never be stored in memory, not even in a "
+            "file name: choose a path without it (it is not repeated here).",
+            KIND,
+        )
+        for what in dict.fromkeys(what for _, what in _find(path))
+    ]
+
+
+def scan_message(text: str) -> list[Problem]:
+    """Credentials in a revision message (kept forever in the history); locations say "message line N"."""
+    return [
+        Problem(
+            f"message line {line}",
+            f"the revision message contains {what}. Write the message without it (it is not repeated "
+            "here); messages are kept in the history for good.",
+            KIND,
+        )
+        for line, what in _find(text)
+    ]
+
+
 def _scan_reference(content: str) -> list[Problem]:
     """scan_secrets the slow, obvious way (every regex over the whole text); for tests."""
-    return _problems(content, ((rule, rule.regex.finditer(content)) for rule in _RULES))
+    found = _findings(content, ((rule, rule.regex.finditer(content)) for rule in _RULES))
+    return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND) for line, what in found]

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from .base import Problem
 from .fields import (
     check_description,
-    check_name,
+    check_name_key,
     check_text_value,
     check_unknown_keys,
     describe,
     key_location,
     short,
 )
-from .frontmatter_doc import FrontmatterDoc, parse_frontmatter
+from .frontmatter import FrontmatterDoc, parse_frontmatter
 
 KIND = "skill"
 ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
@@ -127,7 +127,7 @@ def validate_skill(content: str, expected_name: str, path_for: Callable[[str], s
         KIND,
         'Remove it, or put extra information under metadata as text, e.g. metadata:\n  version: "1.0"',
     )
-    problems += check_name(doc, expected_name, KIND, path_for)
+    problems += check_name_key(doc, expected_name, KIND, path_for)
     problems += check_description(doc, KIND)
     problems += check_text_value(doc, "license", KIND, "license: MIT")
     problems += check_text_value(

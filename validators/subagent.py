@@ -17,13 +17,13 @@ from collections.abc import Callable
 from .base import Problem
 from .fields import (
     check_description,
-    check_name,
+    check_name_key,
     check_text_value,
     check_unknown_keys,
     key_location,
     short,
 )
-from .frontmatter_doc import FrontmatterDoc, parse_frontmatter
+from .frontmatter import FrontmatterDoc, parse_frontmatter
 
 KIND = "subagent"
 ALLOWED_KEYS = ("name", "description", "tools", "model")
@@ -82,7 +82,7 @@ def validate_subagent(content: str, expected_name: str, path_for: Callable[[str]
     if not doc.ok:
         return problems
     problems += check_unknown_keys(doc, ALLOWED_KEYS, KIND, "Remove it (or fix its spelling).")
-    problems += check_name(doc, expected_name, KIND, path_for)
+    problems += check_name_key(doc, expected_name, KIND, path_for)
     problems += check_description(doc, KIND)
     problems += _check_tools(doc)
     problems += check_text_value(doc, "model", KIND, "model: claude-sonnet-4-5")

@@ -4,6 +4,10 @@ Invariants:
 - Locations are JSON pointers (RFC 6901, e.g. ``/tools/1/server``); syntax
   errors are located as "line L, column C".
 - Duplicate object keys are refused (``json`` would silently keep the last).
+- Total and bounded: nesting deeper than ``MAX_DEPTH`` is refused before
+  ``json`` (which raises RecursionError around 1,000 levels) or ``jsonschema``
+  sees the text, and a value ``json`` cannot build (an integer of more than
+  4,300 digits raises ValueError) is a problem, not a crash.
 - Every problem is reported in one pass: schema errors and cross-field errors
   are collected together; cross-field rules skip parts whose shape is already
   reported as wrong, so one fault gives one problem.
@@ -19,6 +23,7 @@ from jsonschema.exceptions import ValidationError
 
 from .base import Problem
 from .fields import short
+from .nesting import MAX_DEPTH, line_and_column, too_deep
 from .tools_rules import KIND, cross_field_problems, pointer
 from .tools_schema import ALLOWED_KEYS, REQUIRED_HINTS, SCHEMA, SERVER_NAME, TOOL_NAME
 
@@ -190,10 +195,29 @@ def _path_order(error: ValidationError) -> list[tuple[int, int, str]]:
 
 
 def validate_tools_json(content: str) -> list[Problem]:
+    if (offset := too_deep(content, "json")) is not None:
+        line, column = line_and_column(content, offset)
+        return [
+            Problem(
+                f"line {line}, column {column}",
+                f"nests deeper than {MAX_DEPTH} levels of [ ] and {{ }}. Flatten it: tools.json needs only "
+                'a few levels ({"mcp_servers": {name: {...}}, "tools": [{...}]}).',
+                KIND,
+            )
+        ]
     try:
         data = json.loads(content, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         return [_syntax_problem(exc, content)]
+    except ValueError as exc:  # int() refuses more than 4,300 digits; not a JSONDecodeError
+        return [
+            Problem(
+                "file",
+                f"holds a value JSON cannot read ({(str(exc).splitlines() or [''])[0][:100]}). "
+                "Write long numbers as strings in quotes; tools.json needs no numbers at all.",
+                KIND,
+            )
+        ]
     problems = _duplicates(data, [])
     for error in sorted(_VALIDATOR.iter_errors(data), key=_path_order):
         problems += _schema_problem(error)

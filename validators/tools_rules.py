@@ -106,8 +106,13 @@ def _url_problems(url: str, where: str) -> list[Problem]:
     return []
 
 
+def _misplaced(server: dict[str, Any], base: list[str | int], keys: tuple[str, ...], belongs: str) -> list[Problem]:
+    """One problem per key of ``keys`` present in ``server``, where it does not belong."""
+    return [Problem(pointer([*base, key]), f'"{key}" belongs to {belongs}', KIND) for key in keys if key in server]
+
+
 def _server_problems(name: str, server: dict[str, Any]) -> list[Problem]:
-    base = ["mcp_servers", name]
+    base: list[str | int] = ["mcp_servers", name]
     kind = server.get("type", "stdio")
     problems: list[Problem] = []
     if kind == "stdio":
@@ -122,17 +127,13 @@ def _server_problems(name: str, server: dict[str, Any]) -> list[Problem]:
                     KIND,
                 )
             )
-        for key in REMOTE_KEYS:
-            if key in server:
-                problems.append(
-                    Problem(
-                        pointer([*base, key]),
-                        f'"{key}" belongs to remote '
-                        "servers, but this is a stdio server. Remove it, or set "
-                        '"type": "http" (or "sse") and drop "command".',
-                        KIND,
-                    )
-                )
+        problems += _misplaced(
+            server,
+            base,
+            REMOTE_KEYS,
+            'remote servers, but this is a stdio server. Remove it, or set "type": '
+            '"http" (or "sse") and drop "command".',
+        )
     elif kind in ("http", "sse"):
         if "url" not in server:
             problems.append(
@@ -146,17 +147,13 @@ def _server_problems(name: str, server: dict[str, Any]) -> list[Problem]:
             )
         elif isinstance(server["url"], str) and server["url"]:  # "" is a schema error
             problems += _url_problems(server["url"], pointer([*base, "url"]))
-        for key in STDIO_KEYS:
-            if key in server:
-                problems.append(
-                    Problem(
-                        pointer([*base, key]),
-                        f'"{key}" belongs to stdio '
-                        f"servers, but this is a remote ({kind}) server. Remove "
-                        'it, or remove "type" and "url" for a stdio server.',
-                        KIND,
-                    )
-                )
+        problems += _misplaced(
+            server,
+            base,
+            STDIO_KEYS,
+            f"stdio servers, but this is a remote ({kind}) server. Remove it, or "
+            'remove "type" and "url" for a stdio server.',
+        )
     for section in ("env", "headers"):
         values = server.get(section)
         if isinstance(values, dict):
