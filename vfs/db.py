@@ -6,17 +6,28 @@ Invariants:
   processes never both read a snapshot and then fail to upgrade it to a write lock.
 - ``connect`` leaves the schema at the newest migration: Alembic runs only when the
   recorded revision differs from head, so a warm start costs one small query.
-- Connection failures surface as ``DatabaseUnavailable`` with the password masked.
+- Migrations never run twice at once: on Postgres a session advisory lock (fixed key
+  ``MIGRATION_LOCK``, on a connection of its own) is held around the Alembic run and
+  the revision is read again once it is held, so processes that start together on
+  an empty database wait for the first one instead of racing it; on SQLite the
+  ``BEGIN IMMEDIATE`` write lock does the same.
+- Connection failures surface as ``DatabaseUnavailable`` with the password masked,
+  saying which step failed (opening the database, or migrating it).
+- Diagnostics go to the ``memagent.vfs`` logger (database chosen, migrations run);
+  this package configures no handler, so it is silent unless the CLI enables it.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from memagent.vfs.errors import DatabaseUnavailable
 
@@ -24,6 +35,22 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0003"
 # Execution option that marks a connection whose transaction will write.
 WRITE = "memagent_write"
+# Postgres advisory lock key held while migrating (any fixed 64-bit number; this
+# one spells "memagent").
+MIGRATION_LOCK = 0x6D656D6167656E74
+# How long a process waits for another one's migration before giving up.
+MIGRATION_WAIT_SECONDS = 300
+
+log = logging.getLogger("memagent.vfs")
+
+
+class MigrationFailed(SQLAlchemyError):
+    """Migrating the schema failed; ``connect`` turns it into ``DatabaseUnavailable``."""
+
+    def __init__(self, before: str | None, reason: str) -> None:
+        self.before = before
+        self.reason = reason
+        super().__init__(reason)
 
 
 def _shown(url: str) -> str:
@@ -100,6 +127,29 @@ def current_revision(engine: Engine) -> str | None:
         return row[0] if row else None
 
 
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """Hold the migration lock (Postgres; SQLite serialises writers by itself)."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"SET lock_timeout = '{MIGRATION_WAIT_SECONDS}s'"))
+        log.debug("waiting for the migration lock")
+        try:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+        except DBAPIError:
+            raise MigrationFailed(
+                current_revision(engine),
+                f"another process has been migrating it for over {MIGRATION_WAIT_SECONDS} s "
+                "and still holds the migration lock",
+            ) from None
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+
+
 def upgrade(engine: Engine) -> str | None:
     """Apply migrations up to head; return the revision found before (None = empty)."""
     from alembic import command
@@ -107,32 +157,56 @@ def upgrade(engine: Engine) -> str | None:
 
     before = current_revision(engine)
     if before == HEAD:
+        log.debug("schema is at revision %s (head)", HEAD)
         return before
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.connect().execution_options(**{WRITE: True}) as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
-        conn.commit()
+    with _migration_lock(engine):
+        # Another process may have migrated while this one waited for the lock.
+        before = current_revision(engine)
+        if before == HEAD:
+            log.debug("schema reached head %s while waiting for the migration lock", HEAD)
+            return before
+        log.info("migrating the schema from %s to %s", before or "an empty database", HEAD)
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        try:
+            with engine.connect().execution_options(**{WRITE: True}) as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+        except SQLAlchemyError as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip()
+            reason = type(exc).__name__ + (": " + detail.splitlines()[0] if detail else "")
+            raise MigrationFailed(before, reason) from exc
+        log.info("schema migrated to %s", HEAD)
     return before
 
 
 def connect(url: str, *, migrate: bool = True) -> Engine:
     """Open ``url``, check it answers, and migrate it to head."""
     engine = create(url)
+    log.info("database %s", _shown(url))
     try:
         if migrate:
             upgrade(engine)
         else:
             with engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
+    except MigrationFailed as exc:
+        engine.dispose()
+        raise DatabaseUnavailable(
+            f"the database {_shown(url)} opened, but migrating its schema from "
+            f"{exc.before or 'empty'} to {HEAD} failed ({exc.reason}); run `memagent db upgrade` "
+            "to retry"
+        ) from None
     except OperationalError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        engine.dispose()
         raise DatabaseUnavailable(
             f"cannot open the database {_shown(url)}: {reason}; check --db / MEMAGENT_DB "
             "and that the server is running"
         ) from None
     except SQLAlchemyError as exc:
+        engine.dispose()
         raise DatabaseUnavailable(
             f"cannot use the database {_shown(url)}: {type(exc).__name__}; check --db / "
             "MEMAGENT_DB"

@@ -13,6 +13,8 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -31,18 +33,29 @@ metadata = MetaData()
 
 PathType = String(1024).with_variant(String(1024, collation="C"), "postgresql")
 
-agents = Table(
+
+def _table(name: str, *columns: Column[Any] | UniqueConstraint) -> Table:
+    """A table with an integer ``id`` primary key, the shape of every table but ``threads``."""
+    return Table(name, metadata, Column("id", Integer, primary_key=True), *columns)
+
+
+def _when(name: str) -> Column[Any]:
+    """A timezone-aware timestamp column (``created_at``, ``updated_at``), always set."""
+    return Column(name, DateTime(timezone=True), nullable=False)
+
+
+def _thread_id() -> Column[Any]:
+    return Column("thread_id", String(36), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False)
+
+
+agents = _table(
     "agents",
-    metadata,
-    Column("id", Integer, primary_key=True),
     Column("name", String(64), nullable=False, unique=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    _when("created_at"),
 )
 
-files = Table(
+files = _table(
     "files",
-    metadata,
-    Column("id", Integer, primary_key=True),
     Column("scope", String(300), nullable=False),
     Column("path", PathType, nullable=False),
     Column("content", Text, nullable=True),
@@ -50,15 +63,13 @@ files = Table(
     Column("sha256", String(64), nullable=True),
     Column("version", Integer, nullable=False),
     Column("deleted", Boolean, nullable=False, default=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    _when("created_at"),
+    _when("updated_at"),
     UniqueConstraint("scope", "path", name="uq_files_scope_path"),
 )
 
-revisions = Table(
+revisions = _table(
     "revisions",
-    metadata,
-    Column("id", Integer, primary_key=True),
     Column("file_id", Integer, ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
     Column("version", Integer, nullable=False),
     Column("author", String(32), nullable=False),
@@ -67,7 +78,7 @@ revisions = Table(
     Column("content", Text, nullable=True),
     Column("deleted", Boolean, nullable=False, default=False),
     Column("size", Integer, nullable=False, default=0),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    _when("created_at"),
     UniqueConstraint("file_id", "version", name="uq_revisions_file_version"),
 )
 
@@ -78,30 +89,26 @@ threads = Table(
     Column("agent", String(64), nullable=False, index=True),
     Column("title", Text, nullable=False, default=""),
     Column("model", String(100), nullable=False, default=""),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    _when("created_at"),
+    _when("updated_at"),
 )
 
-messages = Table(
+messages = _table(
     "messages",
-    metadata,
-    Column("id", Integer, primary_key=True),
-    Column("thread_id", String(36), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    _thread_id(),
     Column("seq", Integer, nullable=False),
     Column("role", String(16), nullable=False),
     Column("content", JSON, nullable=False),
     Column("usage", JSON, nullable=True),
     Column("cost_usd", String(32), nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    _when("created_at"),
     UniqueConstraint("thread_id", "seq", name="uq_messages_thread_seq"),
 )
 
-events = Table(
+events = _table(
     "thread_events",
-    metadata,
-    Column("id", Integer, primary_key=True),
-    Column("thread_id", String(36), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False),
+    _thread_id(),
     Column("kind", String(32), nullable=False),
     Column("data", JSON, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    _when("created_at"),
 )

@@ -12,21 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memagent.vfs import paths
-from memagent.vfs.errors import InvalidPath, NotFound, ReadOnly
-from memagent.vfs.search import DEFAULT_LIMIT
-from memagent.vfs.store import Store
-from memagent.vfs.types import (
-    Approval,
-    Author,
-    Change,
-    Entry,
-    FileContent,
-    FileInfo,
-    GrepResult,
-    PendingChange,
-    Revision,
-)
+from . import paths
+from .errors import InvalidPath, NotFound, ReadOnly
+from .search import DEFAULT_LIMIT
+from .store import Store
+from .types import Approval, Author, Change, Entry, FileContent, FileInfo, GrepResult, PendingChange, Revision
 
 MOUNTS = ("user", "org", "conversations")
 
