@@ -2,13 +2,20 @@
 
 Invariants of ``normalize``: the result is absolute, never leaves ``/``, has no empty,
 ``.`` or ``..`` segments and no trailing slash (except the root itself), and
-``normalize(normalize(p)) == normalize(p)``. Every refusal raises ``InvalidPath``
-with a message that names the rule, so callers need one ``except``.
+``normalize(normalize(p)) == normalize(p)``. It holds no character a person cannot
+see or that changes how the rest displays: no control characters (C0, DEL, C1 such
+as NEL), no format characters (bidirectional overrides and isolates, zero-width
+characters), no line or paragraph separators, no surrogates or unassigned code
+points (Unicode categories Cc, Cf, Zl, Zp, Cs, Cn), so a name shown in a diff or an
+approval is the name stored. Every refusal raises ``InvalidPath`` with a one-line
+message that names the rule (and the character, by code point), so callers need
+one ``except``.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from memagent.vfs.errors import InvalidPath
 
@@ -16,12 +23,36 @@ MAX_PATH_BYTES = 1024
 MAX_SEGMENT_BYTES = 255
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Unicode categories refused anywhere in a path, and how a message calls them.
+_INVISIBLE = {
+    "Cc": "a control character",
+    "Cf": "an invisible formatting character",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Cs": "a lone surrogate, not valid Unicode text",
+    "Cn": "an unassigned code point",
+}
 
 
 def _show(path: str) -> str:
     # Never echo a 2 KB path or raw control characters back into a one-line error.
     shown = path.encode("unicode_escape").decode("ascii")
     return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _invisible(path: str) -> str | None:
+    """Why ``path`` holds a refused character, naming the first by code point; None if none."""
+    if path.isascii():
+        found = _CONTROL.search(path)
+        chars = found.group() if found else ""
+    else:
+        chars = path
+    for ch in chars:
+        kind = _INVISIBLE.get(unicodedata.category(ch))
+        if kind:
+            name = unicodedata.name(ch, "")
+            return f"U+{ord(ch):04X}{f' {name}' if name else ''} ({kind})"
+    return None
 
 
 def normalize(path: str) -> str:
@@ -35,8 +66,9 @@ def normalize(path: str) -> str:
         raise InvalidPath("path is empty; give an absolute path such as /AGENTS.md")
     if "\x00" in path:
         raise InvalidPath(f"path {_show(path)} contains a NUL byte; remove it")
-    if _CONTROL.search(path):
-        raise InvalidPath(f"path {_show(path)} contains a control character; remove it")
+    bad = _invisible(path)
+    if bad:
+        raise InvalidPath(f"path {_show(path)} contains {bad}; remove it")
     if "\\" in path:
         raise InvalidPath(f"path {_show(path)} contains a backslash; use / to separate folders")
     if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES * 4:
