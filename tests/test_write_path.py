@@ -7,9 +7,13 @@ prepared, or nothing when the file moved on since.
 from __future__ import annotations
 
 import random
+import re
 import string
+import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.edits import unified_diff
@@ -260,3 +264,71 @@ def test_close_and_context_manager(backend_url: str) -> None:
     st2 = open_store(backend_url)
     st2.close()
     st2.close()  # closing twice is harmless
+
+
+def _apply(before: str, diff: str) -> str:
+    """Apply a unified diff made by ``unified_diff`` (checks hunk headers and context)."""
+    old = before.splitlines(keepends=True)
+    lines = diff.splitlines(keepends=True)[2:]
+    out: list[str] = []
+    pos = i = 0
+    while i < len(lines):
+        m = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n", lines[i])
+        assert m, lines[i]
+        n_old = 1 if m[2] is None else int(m[2])  # "@@ -5 +5 @@" counts one line
+        n_new = 1 if m[4] is None else int(m[4])
+        start = int(m[1]) - 1 if n_old else int(m[1])
+        out += old[pos:start]
+        pos = start
+        assert len(out) == (int(m[3]) - 1 if n_new else int(m[3]))
+        i += 1
+        seen_old = seen_new = 0
+        while i < len(lines) and not lines[i].startswith("@@"):
+            line = lines[i]
+            i += 1
+            body = line[1:]
+            if i < len(lines) and lines[i] == "\\ No newline at end of file\n":
+                body, i = body[:-1], i + 1
+            if line[0] in " -":
+                assert old[pos] == body
+                pos, seen_old = pos + 1, seen_old + 1
+            if line[0] in " +":
+                out.append(body)
+                seen_new += 1
+        assert (seen_old, seen_new) == (n_old, n_new)
+    return "".join(out + old[pos:])
+
+
+lines_of = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "same\n", "x"]), max_size=40).map("".join)
+
+
+@given(lines_of, lines_of)
+@settings(max_examples=300)
+def test_unified_diff_applies(before: str, after: str) -> None:
+    out = unified_diff(before, after, "x", "y")
+    assert (out == "") == (before == after)
+    assert _apply(before, out) == after
+
+
+def test_scattered_edits_in_repeated_lines_stay_small() -> None:
+    before = "- same item\n" * 20_000
+    lines = before.splitlines(keepends=True)
+    for i in range(0, 20_000, 1_000):
+        lines[i] = "- other item\n"
+    after = "".join(lines)
+    out = unified_diff(before, after, "x", "x")
+    body = out.splitlines()[2:]
+    assert sum(1 for line in body if line.startswith("-")) == 20
+    assert sum(1 for line in body if line.startswith("+")) == 20
+    assert _apply(before, out) == after
+
+
+def test_big_rewrites_are_not_quadratic() -> None:
+    """Whole-file rewrites of repeated lines finish well inside a generous bound."""
+    for a, b in ((3, 5), (1, 2)):
+        before = "".join(f"{i % a}\n" for i in range(20_000))
+        after = "".join(f"{i % b}\n" for i in range(20_000))
+        started = time.monotonic()
+        out = unified_diff(before, after, "x", "x")
+        assert time.monotonic() - started < 20
+        assert _apply(before, out) == after
