@@ -1,7 +1,10 @@
 """The virtual filesystem: versioned files in scopes, stored in SQLite or Postgres.
 
-Entry point: ``open_store(url)`` migrates the database and returns a ``SqlStore``.
-This package never imports ``memagent.agent``.
+Entry point: ``open_store(url)`` migrates the database and returns a ``SqlStore``
+(close it with ``close()``, or use it as a context manager). Changes take one path:
+``prepare_*`` returns a ``PendingChange`` (types.py), ``commit`` stores it
+(revisions.py). Diagnostics go to the ``memagent.vfs`` logger, silent unless the
+application configures logging. This package never imports ``memagent.agent``.
 """
 
 from __future__ import annotations
