@@ -301,7 +301,7 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
         r.store[backend] = samples
         r.note = (f"prompt + grep tool + thread persistence; the scripted model's own "
                   f"{model_share * 1000:.2f} ms per turn is subtracted")
-    store.engine.dispose()
+    store.close()
     return calls
 
 

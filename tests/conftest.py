@@ -82,4 +82,4 @@ def store(backend_url: str) -> Iterator[SqlStore]:
     s = open_store(backend_url)
     s.create_agent("a")
     yield s
-    s.engine.dispose()
+    s.close()

@@ -39,7 +39,7 @@ def test_validate_reports_table_and_invalid_files_stay_usable(isolated_home: Pat
     lax = open_store(f"sqlite:///{isolated_home / 'memagent.db'}", validator=lambda p, c: [])
     lax.write("agent:v", "/skills/broken.md", "no frontmatter here\n")
     lax.write("agent:v", "/subagents/helper.md", "---\nname: other\n---\n")
-    lax.engine.dispose()
+    lax.close()
 
     p = run("validate", "v")
     assert p.returncode == 1

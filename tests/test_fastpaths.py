@@ -256,7 +256,7 @@ def test_migration_0003_on_existing_data(db_url: str) -> None:
     old = open_store(db_url, migrate=False)
     old.create_agent("a")
     old.bulk_write(S, {**generate(150, seed=3).files, **EDGE})
-    old.engine.dispose()
+    old.close()
     _migrate(db_url, "0003")
     store = open_store(db_url)
     with store.engine.connect() as conn:
@@ -265,7 +265,7 @@ def test_migration_0003_on_existing_data(db_url: str) -> None:
         _check_grep(store, pattern, output_mode="content", limit=10**6)
     store.write(S, "/after.md", "WOMBAT\n")
     assert store.grep(S, "WOMBAT").files == ["/after.md"]
-    store.engine.dispose()
+    store.close()
     _migrate(db_url, "0002", down=True)
     engine = db.create(db_url)
     with engine.connect() as conn:
@@ -279,7 +279,7 @@ def test_migration_0003_on_existing_data(db_url: str) -> None:
     down = open_store(db_url, migrate=False)  # the store still works without the indexes
     down.write(S, "/down.md", "WOMBAT again\n")
     assert down.grep(S, "WOMBAT").files == ["/after.md", "/down.md"]
-    down.engine.dispose()
+    down.close()
 
 
 # -- pure Python: scan and the pattern analysis ------------------------------------

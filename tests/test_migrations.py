@@ -29,7 +29,7 @@ def test_empty_to_head(db_url: str) -> None:
     store = open_store(db_url)  # and the store works on it
     store.create_agent("m", {"/AGENTS.md": "hello"})
     assert store.read("agent:m", "/AGENTS.md").content == "hello"
-    store.engine.dispose()
+    store.close()
 
 
 def test_sqlite_pragmas(tmp_path: object) -> None:

@@ -49,7 +49,7 @@ def store() -> Iterator[SqlStore]:
     checks (a subprocess per check would cost seconds)."""
     s = open_store(config.db_url())
     yield s
-    s.engine.dispose()
+    s.close()
 
 
 @pytest.fixture

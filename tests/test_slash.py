@@ -31,7 +31,7 @@ def sqlite_store(tmp_path: Path) -> Iterator[SqlStore]:
     s = open_store(f"sqlite:///{tmp_path / 'm.db'}")
     s.create_agent("a", {"/AGENTS.md": RULES})
     yield s
-    s.engine.dispose()
+    s.close()
 
 
 @dataclass

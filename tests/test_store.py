@@ -168,8 +168,8 @@ def test_two_writers_from_same_version(backend_url: str) -> None:
     hist = a.history(S, "/race.md")
     assert [r.version for r in hist] == [2, 1]  # the loser appended nothing
     assert a.revision_content(S, "/race.md", 1) == "base\n"  # nothing lost
-    a.engine.dispose()
-    b.engine.dispose()
+    a.close()
+    b.close()
 
 
 def test_two_creators_race(backend_url: str) -> None:
@@ -326,4 +326,4 @@ def test_dropped_connections_are_replaced(fresh_pg_url: str) -> None:
     assert killed >= 1
     assert st.write(S, "/k.md", "after\n", expected_version=1).version == 2
     assert [r.version for r in st.history(S, "/k.md")] == [2, 1]
-    st.engine.dispose()
+    st.close()

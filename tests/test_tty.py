@@ -99,7 +99,7 @@ def store() -> Iterator[SqlStore]:
     s = open_store(config.db_url())
     s.create_agent("bot", {"/AGENTS.md": ""})
     yield s
-    s.engine.dispose()
+    s.close()
 
 
 @pytest.fixture

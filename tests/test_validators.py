@@ -902,7 +902,7 @@ def sqlite_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlStore]
     store = open_store("sqlite:///" + str(tmp_path_factory.mktemp("db") / "m.db"))
     store.create_agent("a")
     yield store
-    store.engine.dispose()
+    store.close()
 
 
 @pytest.mark.parametrize("case", BAD, ids=[b.id for b in BAD])
