@@ -1,7 +1,8 @@
 """The approval gate: the single place where a person says yes or no to a memory edit.
 
-The core never prompts. It builds an ``ApprovalRequest`` (operation, path, unified
-diff) and asks the ``Approver`` callback the front end passed in. Invariants:
+The core never prompts. A tool provider builds an ``ApprovalRequest`` (operation,
+path, unified diff) and asks the gate; the gate asks the ``Approver`` callback the
+front end passed in. Invariants:
 - in yolo mode, or after "always" in this session, the callback is not called and
   the revision records ``yolo`` (resp. ``human`` for a session-wide yes);
 - without a callback every request is refused, so a misconfigured caller can
@@ -14,22 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-Op = Literal["write", "edit", "delete", "move", "tool"]
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    op: Op
-    path: str
-    diff: str
-    new_file: bool = False
-    detail: str = ""  # e.g. the destination of a move, or a tool's arguments
-
-    @property
-    def title(self) -> str:
-        verb = {"write": "create" if self.new_file else "overwrite", "edit": "edit",
-                "delete": "delete", "move": "move", "tool": "call"}[self.op]
-        return f"{verb} {self.path}" + (f" -> {self.detail}" if self.op == "move" else "")
+from memagent.agent.tools.base import ApprovalRequest, Outcome
 
 
 @dataclass(frozen=True)
@@ -55,14 +41,9 @@ class Decision:
 Approver = Callable[[ApprovalRequest], Decision]
 
 
-@dataclass
-class Outcome:
-    approved: bool
-    approval: str  # how: "human" | "yolo"
-    feedback: str = ""
-
-
 class Gate:
+    """``tools.base.Approvals`` over a person's ``Approver`` callback."""
+
     def __init__(self, approve: Approver | None = None, *, yolo: bool = False) -> None:
         self.approve = approve
         self.yolo = yolo

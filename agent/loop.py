@@ -14,15 +14,19 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from memagent.agent.model import Model, ModelResponse, Usage
+from memagent.agent.model import Model, ModelRequest, ModelResponse, Usage
 from memagent.agent.pricing import cost_usd
 from memagent.agent.prompt import PromptBuilder, SystemPrompt
+from memagent.agent.tools import MUTATING, MemoryTools, ToolBox, ToolResult
 from memagent.vfs.threads import ThreadStore
-from memagent.agent.tools import MUTATING, ToolBox, ToolResult
+
+log = logging.getLogger("memagent.agent")
 
 DEFAULT_MAX_STEPS = 25
 MAX_TOKENS = 8192
@@ -54,26 +58,33 @@ class TurnResult:
     steps: int
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
-    stopped: str = "end_turn"  # "end_turn" | "step_limit" | "interrupted" | "max_tokens"
+    # "step_limit" or "interrupted" (ours), else the model's own stop reason
+    # ("end_turn", "max_tokens", ...), an open set that the API may extend.
+    stopped: str = "end_turn"
 
 
 class Agent:
-    def __init__(self, tools: ToolBox, model: Model, *, threads: ThreadStore | None = None,
-                 thread_id: str | None = None, hooks: Hooks | None = None,
-                 max_steps: int = DEFAULT_MAX_STEPS, prompt: PromptSource | None = None,
+    """One conversation with a model over one agent's memory.
+
+    ``tools`` is what the model may call; ``memory`` is the file-tool provider among
+    them, whose view, ``seen`` versions and change log the loop keeps in step with
+    the system prompt. Build one with ``memagent.agent.builder.build_agent``.
+    """
+
+    def __init__(self, tools: ToolBox, model: Model, *, memory: MemoryTools,
+                 threads: ThreadStore | None = None, thread_id: str | None = None,
+                 hooks: Hooks | None = None, max_steps: int = DEFAULT_MAX_STEPS,
+                 prompt: PromptSource | None = None,
                  model_factory: Callable[[str], Model] | None = None) -> None:
         self.tools = tools
+        self.memory = memory
         self.model = model
         self.model_factory = model_factory
         self.threads = threads
         self.thread_id = thread_id
         self.hooks = hooks or Hooks()
         self.max_steps = max_steps
-        self.prompt: PromptSource = prompt or PromptBuilder(tools.view)
-        if tools.author == "agent" and tools.task_runner is None:
-            from memagent.agent.subagents import run_subagent
-
-            tools.task_runner = lambda name, task: run_subagent(self, name, task)
+        self.prompt: PromptSource = prompt or PromptBuilder(memory.view)
         self.messages: list[dict[str, Any]] = []
         self._changes_at_build = 0
         if threads is not None and thread_id is not None:
@@ -83,7 +94,7 @@ class Agent:
 
     def _ensure_thread(self) -> None:
         if self.threads is not None and self.thread_id is None:
-            self.thread_id = self.threads.create(self.tools.view.agent, self.model.name)
+            self.thread_id = self.threads.create(self.memory.view.agent, self.model.name)
 
     def _add(self, message: dict[str, Any], usage: Usage | None = None,
              cost: float | None = None) -> None:
@@ -109,19 +120,22 @@ class Agent:
     def _call_model(self, *, first: bool) -> ModelResponse:
         # Memory is re-checked at the start of a turn (others may have changed it) and
         # after this agent's own edits, so an edit applies to the very next request.
-        edited = len(self.tools.changes) != self._changes_at_build
+        # The change log is shared with subagents, so their edits count too.
+        edited = len(self.memory.log) != self._changes_at_build
         system = self.prompt.build(check=first or edited)
-        self._changes_at_build = len(self.tools.changes)
+        self._changes_at_build = len(self.memory.log)
         if system.agents_md_version is not None:
             # The model has seen AGENTS.md in full: it may edit or overwrite that version.
-            self.tools.seen["/AGENTS.md"] = system.agents_md_version
+            self.memory.seen["/AGENTS.md"] = system.agents_md_version
+        request = ModelRequest(system=system.blocks(), messages=self.messages,
+                               tools=self.tools.definitions(), max_tokens=MAX_TOKENS)
         self.hooks.on_model_start()
+        started = time.perf_counter()
         try:
-            return self.model.respond(
-                system=system.blocks(), messages=self.messages,
-                tools=self.tools.definitions(), max_tokens=MAX_TOKENS,
-                on_text=self.hooks.on_text, on_retry=self.hooks.on_retry)
+            return self.model.respond(request, on_text=self.hooks.on_text, on_retry=self.hooks.on_retry)
         finally:
+            log.debug("model %s: %d messages, %d tools, %.0f ms", self.model.name, len(self.messages),
+                      len(request.tools), (time.perf_counter() - started) * 1000)
             self.hooks.on_model_end()
 
     def turn(self, user_text: str) -> TurnResult:
@@ -174,7 +188,7 @@ class Agent:
                                              "approved": not result.is_error,
                                              "result": result.content[:500]})
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"],
-                                         "content": result.content}
+                                         "content": result.model_content()}
                 if result.is_error:
                     block["is_error"] = True
                 results.append(block)

@@ -4,28 +4,63 @@ Invariants:
 - The prompt reflects memory as it is now: ``build`` re-reads memory whenever the
   store's generation number for the agent's (or user's) scope has changed, so a
   resumed thread sees current memory, not the memory it started with. The loop asks
-  for that check at the start of every turn and after each memory edit of its own.
+  for that check at the start of every turn and after each memory edit.
+- Every piece of memory sits inside a ``<memory path=... version=...>`` block whose
+  closing tag its content cannot contain (``fence`` escapes ``<memory`` and
+  ``</memory`` inside), so a memory file cannot forge a section of the system text;
+  the base instructions say that what is inside a block comes from memory.
 - Only name + description of skills and subagents enter the prompt (progressive
-  disclosure); a file whose frontmatter cannot be read is listed by path with a note,
-  never silently dropped.
+  disclosure), and only from files that pass their validator as what the prompt
+  takes them for; any other file the index patterns match is listed by path with
+  a note, never silently dropped and never pasted.
+- The prompt is bounded whatever memory holds: AGENTS.md files are cut at their
+  cap, descriptions at the Agent Skills limit, and each index at
+  ``INDEX_MAX_ENTRIES`` entries / ``INDEX_MAX_CHARS`` characters.
 - The whole system text is one block marked for prompt caching.
+- The MCP tools section (one line per connected server, from ``mcp_lines``) is
+  fenced like memory, since server names come from ``/tools.json``; the prompt is
+  rebuilt when those lines change (a server connected or died), not only when
+  memory does.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
-
-from memagent.vfs.errors import NotFound
+from memagent.validators import Limits, kind_of, read_frontmatter, validate
+from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.scopes import AgentView
+
+INDEX_MAX_ENTRIES = 200
+INDEX_MAX_CHARS = 48_000
+DESCRIPTION_MAX_CHARS = 1024
+_TAG = re.compile(r"<(/?)(memory)", re.IGNORECASE)
 
 
 def base_instructions(agent: str) -> str:
     text = resources.files("memagent.skills_templates").joinpath("prompts/system.md").read_text("utf-8")
     return text.replace("{agent}", agent)
+
+
+def fence(text: str) -> str:
+    """``text`` with every ``<memory`` / ``</memory`` made inert (``<\\memory``), so it
+    can neither close the block it sits in nor open a new one."""
+    return _TAG.sub(lambda m: "<\\" + m.group(1) + m.group(2), text)
+
+
+def _attr(value: str) -> str:
+    return fence(value).replace("&", "&amp;").replace('"', "&quot;").replace(">", "&gt;")
+
+
+def memory_block(path: str, version: int | None, body: str, note: str = "") -> str:
+    attrs = f'path="{_attr(path)}"' + (f' version="{version}"' if version is not None else "")
+    if note:
+        attrs += f' note="{_attr(note)}"'
+    return f"<memory {attrs}>\n{fence(body)}\n</memory>"
 
 
 @dataclass(frozen=True)
@@ -37,24 +72,19 @@ class SystemPrompt:
         return [{"type": "text", "text": self.text, "cache_control": {"type": "ephemeral"}}]
 
 
-def frontmatter_fields(content: str) -> dict[str, Any] | None:
-    """The YAML mapping at the top of a Markdown file, or None if there is none/invalid."""
-    if not content.startswith("---"):
-        return None
-    end = content.find("\n---", 3)
-    if end == -1:
-        return None
-    try:
-        data = yaml.safe_load(content[3:end])
-    except yaml.YAMLError:
-        return None
-    return data if isinstance(data, dict) else None
+def _capped(text: str, cap: int) -> tuple[str, bool]:
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text, False
+    return data[:cap].decode("utf-8", "ignore"), True
 
 
 class PromptBuilder:
-    def __init__(self, view: AgentView) -> None:
+    def __init__(self, view: AgentView, *, mcp_lines: Callable[[], list[str]] | None = None) -> None:
         self.view = view
-        self._key: int | None = None
+        self.mcp_lines = mcp_lines
+        self._key: tuple[int, tuple[str, ...]] | None = None
+        self._mcp: tuple[str, ...] = ()
         self._cached: SystemPrompt | None = None
 
     def _generation(self) -> int:
@@ -65,49 +95,76 @@ class PromptBuilder:
         """The prompt for current memory; ``check=False`` trusts the cache if there is one."""
         if not check and self._cached is not None:
             return self._cached
-        key = self._generation()
+        self._mcp = tuple(self.mcp_lines()) if self.mcp_lines is not None else ()
+        key = (self._generation(), self._mcp)
         if self._cached is None or key != self._key:
             self._cached = self._assemble()
             self._key = key
         return self._cached
 
-    def _index(self, patterns: tuple[str, ...]) -> list[str]:
-        lines = []
-        found: list[str] = []
+    def _entry(self, path: str, kind: str) -> str:
+        """One index line for ``path``: name and description, or why it is not listed."""
+        try:
+            fc = self.view.read(path)
+            inner = self.view.resolve(path).path
+        except (NotFound, VfsError):
+            return ""
+        if kind_of(inner) != kind or validate(inner, fc.content):
+            return f"- {path} (version {fc.version}): not a valid {kind}; read and fix this file"
+        meta = read_frontmatter(fc.content).meta or {}
+        name = " ".join(str(meta.get("name", "")).split())
+        desc = " ".join(str(meta.get("description", "")).split())[:DESCRIPTION_MAX_CHARS]
+        return f"- {name} ({path}): {desc}"
+
+    def _index(self, kind: str, patterns: tuple[str, ...]) -> list[str]:
+        found: set[str] = set()
         for pattern in patterns:
-            found += self.view.glob(pattern, "/")
-        for path in sorted(set(found)):
-            try:
-                meta = frontmatter_fields(self.view.read(path).content)
-            except NotFound:
+            found.update(self.view.glob(pattern, "/"))
+        lines: list[str] = []
+        size = 0
+        ordered = sorted(found)
+        for n, path in enumerate(ordered):
+            line = self._entry(path, kind)
+            if not line:
                 continue
-            if not meta or not meta.get("name"):
-                lines.append(f"- {path}: (frontmatter unreadable; read and fix this file)")
-                continue
-            desc = " ".join(str(meta.get("description", "")).split())
-            lines.append(f"- {meta['name']} ({path}): {desc}")
+            if len(lines) >= INDEX_MAX_ENTRIES or size + len(line) > INDEX_MAX_CHARS:
+                lines.append(f"- ({len(ordered) - n} more not listed; find them with glob)")
+                break
+            lines.append(line)
+            size += len(line) + 1
         return lines
+
+    def _agents_md(self, path: str) -> tuple[int | None, str, str]:
+        """(version, body, note) of an AGENTS.md file, cut at its cap."""
+        fc = self.view.read(path)
+        body, cut = _capped(fc.content.strip(), Limits().agents_md_bytes)
+        return fc.version, body, "cut at the size cap; read the file for the rest" if cut else ""
 
     def _assemble(self) -> SystemPrompt:
         parts = [base_instructions(self.view.agent)]
         version: int | None = None
         try:
-            fc = self.view.read("/AGENTS.md")
-            version = fc.version
-            body = fc.content.strip() or "(empty: nothing learned yet)"
+            version, body, note = self._agents_md("/AGENTS.md")
+            parts.append(memory_block("/AGENTS.md", version, body or "(empty: nothing learned yet)", note))
         except NotFound:
-            body = "(there is no /AGENTS.md yet; create it when you learn a standing preference)"
-        parts.append(f"# /AGENTS.md (version {version or 0})\n{body}")
-        skills = self._index(("skills/*.md", "skills/*/SKILL.md"))
-        parts.append("# Skills\n" + ("\n".join(skills) if skills else "(none yet)"))
-        subagents = self._index(("subagents/*.md",))
+            parts.append(memory_block("/AGENTS.md", 0, "(there is no /AGENTS.md yet; create it when you "
+                                                       "learn a standing preference)"))
+        skills = self._index("skill", ("skills/*.md", "skills/*/SKILL.md"))
+        parts.append("# Skills (name, file: description)\n"
+                     + memory_block("/skills/", None, "\n".join(skills) if skills else "(none yet)"))
+        subagents = self._index("subagent", ("subagents/*.md",))
         if subagents:
-            parts.append("# Subagents\n" + "\n".join(subagents))
+            parts.append("# Subagents (run one with the task tool)\n"
+                         + memory_block("/subagents/", None, "\n".join(subagents)))
         if self.view.user:
             try:
-                user_md = self.view.read("/user/AGENTS.md").content.strip()
+                user_version, user_md, note = self._agents_md("/user/AGENTS.md")
             except NotFound:
                 user_md = ""
             if user_md:
-                parts.append(f"# /user/AGENTS.md (the user's preferences for all agents)\n{user_md}")
+                parts.append("# The user's preferences for all agents\n"
+                             + memory_block("/user/AGENTS.md", user_version, user_md, note))
+        if self._mcp:
+            parts.append("# MCP tools (servers from /tools.json; call a tool by its full name)\n"
+                         + memory_block("/tools.json", None, "\n".join(self._mcp)))
         return SystemPrompt("\n\n".join(parts), version)

@@ -1,12 +1,17 @@
 """Subagents: ``/subagents/<name>.md`` run as a nested agent loop through the ``task`` tool.
 
 Invariants:
+- Only a file at ``/subagents/<name>.md`` whose name passes the skill-name rules and
+  whose content passes the subagent validator runs; anything else (``../notes/x``,
+  a file that became invalid) is an ``is_error`` result naming the problem.
 - A subagent sees the same memory through the same approval gate; its writes are
-  recorded with author ``subagent``. Its tools are those its frontmatter lists
-  (default: the read-only file tools), never ``task`` itself, so nesting stops at one.
+  recorded with author ``subagent`` in the session's one change log (so ``/history``
+  shows them and ``/undo`` takes them back). Its tools are those its frontmatter
+  lists (default: the read-only file tools), never ``task`` itself, so nesting
+  stops at one. MCP tools (``mcp__<server>__<tool>``) it lists come from the
+  parent's connections, and only while ``/tools.json`` allows them.
 - Its system prompt is the file's body; its conversation is not kept in the thread,
   only its final answer (as the ``task`` tool result) and the tool calls it made.
-- Failures (no such subagent, unreadable file) come back as ``is_error`` results.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memagent.agent.prompt import SystemPrompt, frontmatter_fields
-from memagent.agent.tools import DEFINITIONS, READ_ONLY, ToolBox, ToolResult
+from memagent.agent.prompt import SystemPrompt
+from memagent.agent.tools import READ_ONLY, MemoryTools, ToolBox, ToolResult
+from memagent.agent.tools.mcp import McpTools
+from memagent.agent.tools.memory import DEFINITIONS
+from memagent.validators import check_name, read_frontmatter, validate
 from memagent.vfs.errors import NotFound
 
 if TYPE_CHECKING:
@@ -36,38 +44,49 @@ class FixedPrompt:
         return self._prompt
 
 
-def _body(content: str) -> str:
-    end = content.find("\n---", 3)
-    return content[end + 4 :].lstrip("\n") if content.startswith("---") and end != -1 else content
+def _known(parent: Agent) -> str:
+    names = [p.rsplit("/", 1)[-1][:-3] for p in parent.memory.view.glob("subagents/*.md", "/")]
+    return ", ".join(n for n in names if check_name(n) is None) or "none yet (create /subagents/<name>.md)"
 
 
 def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     from memagent.agent.loop import Agent
 
-    view = parent.tools.view
+    view = parent.memory.view
+    problem = check_name(name)
+    if problem is not None:
+        return ToolResult(f"{name!r} is not a subagent name ({problem}); the subagents are: "
+                          f"{_known(parent)}", True)
     path = f"/subagents/{name}.md"
     try:
         content = view.read(path).content
     except NotFound:
-        known = [p.rsplit("/", 1)[-1][:-3] for p in view.glob("subagents/*.md", "/")]
-        return ToolResult(f"no subagent named {name!r}; the subagents are: "
-                          f"{', '.join(known) if known else 'none yet (create /subagents/<name>.md)'}", True)
-    meta: dict[str, Any] = frontmatter_fields(content) or {}
-    body = _body(content).strip()
+        return ToolResult(f"no subagent named {name!r}; the subagents are: {_known(parent)}", True)
+    problems = validate(path, content)
+    if problems:
+        first = problems[0]
+        return ToolResult(f"{path} cannot run: it breaks the subagent rules ({first.location}: "
+                          f"{first.message}); fix it first (`memagent validate` lists every problem)", True)
+    doc = read_frontmatter(content)
+    meta: dict[str, Any] = doc.meta or {}
+    body = doc.body.strip()
     if not body:
         return ToolResult(f"{path} has no instructions (its body is empty); write them first", True)
     listed = meta.get("tools")
     known_tools = {d["name"] for d in DEFINITIONS}
-    allowed = frozenset(t for t in listed if t in known_tools) if isinstance(listed, list) else READ_ONLY
+    allowed = (frozenset(t for t in listed if isinstance(t, str) and (t in known_tools or t.startswith("mcp__")))
+               if isinstance(listed, list) else READ_ONLY)
     model = parent.model
     wanted = meta.get("model")
     if isinstance(wanted, str) and wanted and wanted != model.name and parent.model_factory:
         model = parent.model_factory(wanted)
-    tools = ToolBox(view, parent.tools.gate, author="subagent", allowed=allowed)
-    child = Agent(tools, model, hooks=parent.hooks, max_steps=SUBAGENT_MAX_STEPS,
+    memory = MemoryTools(view, parent.memory.gate, author="subagent", log=parent.memory.log,
+                         check_tools_json=parent.memory.check_tools_json)
+    mcp = [p for p in parent.tools.providers if isinstance(p, McpTools)]
+    child = Agent(ToolBox([memory, *mcp], allowed=allowed), model, memory=memory, hooks=parent.hooks,
+                  max_steps=SUBAGENT_MAX_STEPS,
                   prompt=FixedPrompt(f"You are the subagent '{name}'.\n\n{body}"))
     result = child.turn(description)
-    parent.tools.changes.extend(tools.changes)
     answer = result.text or "(the subagent gave no answer)"
     if result.stopped not in ("end_turn", "max_tokens"):
         return ToolResult(f"{answer}\n[the subagent stopped early: {result.stopped}]", True)

@@ -307,23 +307,21 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
 
 def agent_turns(store: SqlStore, reps: int) -> tuple[list[float], float, Fn]:
     """One user turn: model asks for one grep, gets the result, answers. Model time excluded."""
-    from memagent.agent.gate import Gate
-    from memagent.agent.loop import Agent
-    from memagent.agent.scripted import ScriptedModel
-    from memagent.vfs.threads import ThreadStore
-    from memagent.agent.tools import ToolBox
+    from memagent.agent.builder import build_agent
+    from memagent.agent.model.scripted import ScriptedModel
     from memagent.vfs.scopes import AgentView
+    from memagent.vfs.threads import ThreadStore
 
     view = AgentView(store, "bench", user="bench")
     model = ScriptedModel()
-    agent = Agent(ToolBox(view, Gate(None, yolo=True)), model, threads=ThreadStore(store.engine))
+    agent = build_agent(view, model, yolo=True, threads=ThreadStore(store.engine))
     in_model = [0.0]
     respond = model.respond
 
-    def timed_respond(**kw: Any) -> Any:
+    def timed_respond(*args: Any, **kw: Any) -> Any:
         t = time.perf_counter()
         try:
-            return respond(**kw)
+            return respond(*args, **kw)
         finally:
             in_model[0] += time.perf_counter() - t
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memagent.agent.gate import ApprovalRequest, Decision, Gate
+from memagent.agent.builder import build_agent
+from memagent.agent.gate import Decision
 from memagent.agent.loop import Agent
-from memagent.agent.scripted import ScriptedModel
-from memagent.vfs.threads import ThreadStore
-from memagent.agent.tools import ToolBox
+from memagent.agent.model.scripted import ScriptedModel
+from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore
 from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
 
 
 @dataclass
@@ -29,9 +30,9 @@ def make_agent(store: SqlStore, *, answers: list[Decision] | None = None, yolo: 
                max_steps: int = 25) -> tuple[Agent, ScriptedModel, Approver]:
     approver = Approver(list(answers or []))
     view = AgentView(store, "a", user="tester")
-    toolbox = ToolBox(view, Gate(approver, yolo=yolo))
     model = ScriptedModel()
-    agent = Agent(toolbox, model, threads=ThreadStore(store.engine), max_steps=max_steps)
+    agent = build_agent(view, model, approve=approver, yolo=yolo, threads=ThreadStore(store.engine),
+                        max_steps=max_steps)
     return agent, model, approver
 
 

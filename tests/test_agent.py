@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memagent.agent.gate import Decision
-from memagent.vfs.threads import ThreadStore
 from memagent.vfs import SqlStore
+from memagent.vfs.threads import ThreadStore
 from tests.agent_helpers import last_tool_result, make_agent, system_text
 
 S = "agent:a"
@@ -142,12 +142,12 @@ def test_edit_and_delete_tools(store: SqlStore) -> None:
     assert [r.op for r in approver.asked] == ["edit", "delete"]
     assert not store.exists(S, "/k.md")
     assert store.revision_content(S, "/k.md", 2) == "b b\n"
-    assert [c.version for c in agent.tools.changes] == [2, 3]
+    assert [c.version for c in agent.memory.log.undoable] == [2, 3]
 
 
 def test_org_is_read_only(store: SqlStore) -> None:
     agent, model, _ = make_agent(store, yolo=True)
-    agent.tools.view.org = "acme"
+    agent.memory.view.org = "acme"
     model.enqueue_tool_use("write_file", {"file_path": "/org/policy.md", "content": "x"})
     model.enqueue_tool_use("write_file", {"file_path": "/user/prefs.md", "content": "tea"})
     model.enqueue_text("done")

@@ -13,16 +13,10 @@ from typing import Any
 
 import pytest
 
-from memagent.agent.model import (
-    DEFAULT_MODEL,
-    AnthropicModel,
-    ModelError,
-    ModelResponse,
-    Usage,
-    api_key_configured,
-)
+from memagent.agent.model import DEFAULT_MODEL, ModelError, ModelRequest, ModelResponse, Usage
+from memagent.agent.model.anthropic_client import AnthropicModel, api_key_configured
+from memagent.agent.model.scripted import ScriptedModel, ScriptExhausted
 from memagent.agent.pricing import cost_usd, price_for
-from memagent.agent.scripted import ScriptedModel, ScriptExhausted
 from tests.fake_messages_api import FakeMessagesAPI, ScriptMessage
 
 SYSTEM = [
@@ -77,7 +71,8 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMessagesAPI]:
 def respond(model: AnthropicModel, **kwargs: Any) -> ModelResponse:
     params: dict[str, Any] = {"system": SYSTEM, "messages": USER, "tools": TOOLS}
     params.update(kwargs)
-    return model.respond(**params)
+    callbacks = {k: params.pop(k) for k in ("on_text", "on_retry") if k in params}
+    return model.respond(ModelRequest(**params), **callbacks)
 
 
 # --------------------------------------------------------------------------- happy paths
@@ -181,7 +176,7 @@ def test_cache_breakpoint_on_last_tool_and_system_passed_through(api: FakeMessag
 
 def test_no_tools_and_no_system_are_omitted(api: FakeMessagesAPI) -> None:
     api.enqueue_text("ok")
-    AnthropicModel().respond(system=[], messages=USER, tools=[], max_tokens=100)
+    AnthropicModel().respond(ModelRequest(system=[], messages=USER, tools=[], max_tokens=100))
     body = api.requests[0]
     assert "tools" not in body
     assert "system" not in body
@@ -486,11 +481,11 @@ def test_scripted_model_answers_in_order_and_records_requests() -> None:
 
     messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     chunks: list[str] = []
-    first = model.respond(system=SYSTEM, messages=messages, tools=TOOLS, on_text=chunks.append)
+    first = model.respond(ModelRequest(system=SYSTEM, messages=messages, tools=TOOLS), on_text=chunks.append)
     messages.append({"role": "assistant", "content": first.content})  # caller mutates its list
-    second = model.respond(system=SYSTEM, messages=messages, tools=TOOLS)
-    third = model.respond(system=[], messages=messages, tools=[])
-    fourth = model.respond(system=[], messages=messages, tools=[])
+    second = model.respond(ModelRequest(system=SYSTEM, messages=messages, tools=TOOLS))
+    third = model.respond(ModelRequest(system=[], messages=messages, tools=[]))
+    fourth = model.respond(ModelRequest(system=[], messages=messages, tools=[]))
 
     assert first.text == "first" and first.stop_reason == "end_turn"
     assert len(chunks) > 1 and "".join(chunks) == "first"
@@ -523,14 +518,14 @@ def test_scripted_model_callable_sees_the_request() -> None:
         return model.text_response(f"you said {request['messages'][-1]['content']}")
 
     model.enqueue_callable(echo)
-    answer = model.respond(system=[], messages=[{"role": "user", "content": "ping"}], tools=[])
+    answer = model.respond(ModelRequest(system=[], messages=[{"role": "user", "content": "ping"}], tools=[]))
     assert answer.text == "you said ping"
 
 
 def test_scripted_model_empty_queue_is_a_clear_error() -> None:
     model = ScriptedModel()
     with pytest.raises(ScriptExhausted, match="no scripted response left for call #1"):
-        model.respond(system=[], messages=[{"role": "user", "content": "hi"}], tools=[])
+        model.respond(ModelRequest(system=[], messages=[{"role": "user", "content": "hi"}], tools=[]))
     assert isinstance(ScriptExhausted("x"), AssertionError)
 
 
@@ -539,9 +534,9 @@ def test_scripted_responses_are_copies() -> None:
     response = model.text_response("same")
     model.enqueue(response)
     model.enqueue(response)
-    got = model.respond(system=[], messages=USER, tools=[])
+    got = model.respond(ModelRequest(system=[], messages=USER, tools=[]))
     got.content[0]["text"] = "changed"
-    assert model.respond(system=[], messages=USER, tools=[]).text == "same"
+    assert model.respond(ModelRequest(system=[], messages=USER, tools=[])).text == "same"
 
 
 # --------------------------------------------------------------------------- pricing

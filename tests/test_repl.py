@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from memagent.agent import config
-from memagent.vfs.threads import ThreadStore
+from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
 from tests.fake_messages_api import FakeMessagesAPI
 

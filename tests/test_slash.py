@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from memagent.agent import slash
-from memagent.agent.model import ModelError, ModelResponse, Usage
-from memagent.agent.repl import Session, build_session
-from memagent.agent.scripted import ScriptedModel
-from memagent.vfs.threads import ThreadStore
-from memagent.agent.ui_plain import PlainUI
+from memagent.agent.chat import slash
+from memagent.agent.chat.session import Session, build_session
+from memagent.agent.chat.ui.plain import PlainUI
+from memagent.agent.model import ModelError, ModelRequest, ModelResponse, Usage
+from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
 
 RULES = "# Rules\n- Use bullet points.\n"
 SKILL = ("---\nname: meeting-notes\ndescription: Summarise meeting notes into bullets.\n---\n"
@@ -97,7 +97,7 @@ def test_exit_stops_reading(sqlite_store: SqlStore) -> None:
 
 
 def test_chat_defaults_match_the_core() -> None:
-    from memagent.agent import cli_chat
+    from memagent.agent.cli import chat as cli_chat
     from memagent.agent.loop import DEFAULT_MAX_STEPS
     from memagent.agent.model import DEFAULT_MODEL
 
@@ -199,7 +199,7 @@ def test_undo_deletes_a_created_file_and_walks_back(sqlite_store: SqlStore) -> N
     assert not view.exists("/skills/meeting-notes.md")
     assert view.history("/skills/meeting-notes.md")[0].deleted
     assert read(sqlite_store, "/AGENTS.md") == RULES
-    assert run.session.tools.changes == []
+    assert run.session.log.undoable == []
 
 
 def test_undo_refuses_when_the_file_changed_since(sqlite_store: SqlStore) -> None:
@@ -424,7 +424,7 @@ class _Unstreamed:
 
     name = "unstreamed"
 
-    def respond(self, **kwargs: Any) -> ModelResponse:
+    def respond(self, request: ModelRequest, **callbacks: Any) -> ModelResponse:
         return ModelResponse([{"type": "text", "text": "whole answer"}], "end_turn",
                              Usage(10, 2), self.name)
 
@@ -446,3 +446,31 @@ def test_step_limit_note_is_shown(sqlite_store: SqlStore) -> None:
     session.run()
     assert "[[stopped after 2 tool steps in one turn; say 'continue'" in out.getvalue()
     assert "* ls()" in out.getvalue() and "-> AGENTS.md  (29 B)" in out.getvalue()
+
+
+# -- one change log: subagents' edits --------------------------------------------------------
+
+
+SCRIBE = ("---\nname: scribe\ndescription: Writes notes. Use to file a note.\n"
+          "tools: [read_file, write_file]\n---\nYou write notes under /knowledge/.\n")
+
+
+def test_a_subagents_edit_shows_in_history_and_undo_takes_it_back(sqlite_store: SqlStore) -> None:
+    AgentView(sqlite_store, "a").write("/subagents/scribe.md", SCRIBE, author="cli", approval="cli")
+    model = ScriptedModel()
+    model.enqueue_tool_use("task", {"subagent": "scribe", "description": "File: Bob likes chess."})
+    model.enqueue_tool_use("write_file", {"file_path": "/knowledge/bob.md", "content": "Bob likes chess.\n"})
+    model.enqueue_text("Filed.")  # the subagent's answer
+    model.enqueue_text("Done.")  # the agent's answer
+
+    run = chat(sqlite_store, model, ["remember that Bob likes chess", "y", "/history", "/undo", "/history"])
+
+    history_before_undo = run.out.split("/history", 2)[1]
+    assert "/knowledge/bob.md" in history_before_undo and "subagent" in history_before_undo
+    assert "Undone: removed /knowledge/bob.md, which that edit created" in run.out
+    view = AgentView(sqlite_store, "a")
+    assert not view.exists("/knowledge/bob.md")
+    assert [(r.author, r.approval) for r in view.history("/knowledge/bob.md")] == [
+        ("user", "human"), ("subagent", "human")]
+    assert run.session.log.undoable == []
+    assert [c.path for c in run.session.log.made] == ["/knowledge/bob.md", "/knowledge/bob.md"]

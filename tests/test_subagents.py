@@ -60,7 +60,7 @@ def test_subagent_writes_are_gated_and_attributed(store: SqlStore) -> None:
     assert len(approver.asked) == 1 and approver.asked[0].path == "/knowledge/bob.md"
     rev = store.history(S, "/knowledge/bob.md")[0]
     assert (rev.author, rev.approval) == ("subagent", "human")
-    assert [c.path for c in agent.tools.changes] == ["/knowledge/bob.md"]  # /undo can see it
+    assert [c.path for c in agent.memory.log.undoable] == ["/knowledge/bob.md"]  # /undo can see it
 
 
 def test_unknown_subagent_is_error(store: SqlStore) -> None:

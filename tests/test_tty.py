@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memagent.agent import config
+from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT

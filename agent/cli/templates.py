@@ -22,6 +22,18 @@ def names() -> list[str]:
     return sorted(p.name for p in _root().iterdir() if p.is_dir() and not p.name.startswith("_"))
 
 
+def describe(name: str) -> str:
+    """One line saying what the template is: its ``_description.txt``, else its AGENTS.md's first line."""
+    folder = _root().joinpath(name)
+    about = folder.joinpath("_description.txt")
+    if about.is_file():
+        return about.read_text("utf-8").strip().splitlines()[0]
+    agents = folder.joinpath("AGENTS.md")
+    first = next((line.strip("# ").strip() for line in agents.read_text("utf-8").splitlines() if line.strip()), "") \
+        if agents.is_file() else ""
+    return first or "(no description)"
+
+
 def files(name: str) -> dict[str, str]:
     """The template's files as {memory path: content}."""
     if name not in names():

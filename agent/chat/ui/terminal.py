@@ -32,7 +32,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
@@ -42,9 +42,9 @@ from rich.status import Status
 from rich.syntax import Syntax
 from rich.text import Text
 
-from memagent.agent.gate import ApprovalRequest, Decision
-from memagent.agent.tools import ToolResult, describe_call
-from memagent.agent.ui import APPROVAL_HELP, UI, InputClosed, PromptInfo, result_summary
+from memagent.agent.chat.ui.base import APPROVAL_HELP, UI, InputClosed, PromptInfo, result_summary
+from memagent.agent.gate import Decision
+from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
 
 
 class SlashCompleter(Completer):
@@ -250,8 +250,11 @@ class TerminalUI(UI):
 
     def confirm(self, request: ApprovalRequest) -> Decision:
         self._end_line()
-        subtitle = "new file" if request.new_file else None
-        self.console.print(Panel(diff_text(request.diff), title=escape(request.title),
+        subtitle = "new file" if request.new_file and request.op != "tool" else None
+        body: Text | Group = diff_text(request.diff) if request.op != "tool" else Text(request.diff.rstrip("\n"))
+        if request.note:
+            body = Group(body, Text(request.note, style="yellow"))
+        self.console.print(Panel(body, title=escape(self.approval_title(request)),
                                  title_align="left", subtitle=subtitle,
                                  border_style="yellow", expand=False))
         question = HTML("Approve? <b>[y]</b>es / <b>[n]</b>o / <b>n: feedback</b> / "
@@ -320,14 +323,16 @@ class TerminalUI(UI):
         self._end_line()
 
     def on_tool_call(self, name: str, args: dict[str, object]) -> None:
+        indent = self.track_call(name, args)
         call = describe_call(name, dict(args))
-        self._print(Text.assemble(("⏺ ", "green"), (call, "bold")))
+        self._print(Text.assemble(indent, ("⏺ ", "green"), (call, "bold")))
 
     def on_tool_result(self, name: str, result: ToolResult) -> None:
+        indent = self.track_result(name)
         if result.is_error:
-            self._print(Text("  ⎿  " + result.content.replace("\n", "\n     "), style="red"))
+            self._print(Text(indent + "  ⎿  " + result.content.replace("\n", "\n     " + indent), style="red"))
         else:
-            self._print(Text("  ⎿  " + result_summary(name, result), style="dim"))
+            self._print(Text(indent + "  ⎿  " + result_summary(name, result), style="dim"))
 
     def on_retry(self, note: str) -> None:
         # Printed above the spinner, which keeps turning while the SDK waits.

@@ -1,7 +1,7 @@
 """The chat front end's input/output layer: one interface, two implementations.
 
-``TerminalUI`` (``ui_terminal``: prompt_toolkit input, rich output) serves a person at
-a terminal; ``PlainUI`` (``ui_plain``) serves scripts and pipes: no colour codes, no
+``TerminalUI`` (``terminal``: prompt_toolkit input, rich output) serves a person at
+a terminal; ``PlainUI`` (``plain``) serves scripts and pipes: no colour codes, no
 spinner, user turns and approval answers read line by line.
 
 Invariants:
@@ -12,22 +12,22 @@ Invariants:
   session: it sets ``closed`` and raises ``KeyboardInterrupt``, which the loop already
   turns into a clean end of the turn (every tool call answered, nothing written,
   no further model call).
-- rich and prompt_toolkit are imported by ``ui_terminal`` only, and only when a
-  terminal UI is built, so scripted runs never pay for them.
+- While a subagent works (between the ``task`` call and its result) ``subagent``
+  names it: its tool calls are shown indented under ``task(name)`` and an approval
+  it asks for says who asked.
+- rich and prompt_toolkit are imported by ``terminal`` only, and only when a
+  terminal UI is built (``make_ui`` in this package's ``__init__``), so scripted
+  runs never pay for them.
 """
 
 from __future__ import annotations
 
-import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TextIO
 
-from memagent.agent.gate import ApprovalRequest, Decision
+from memagent.agent.gate import Decision
 from memagent.agent.loop import Hooks
-from memagent.agent.tools import ToolResult
+from memagent.agent.tools import ApprovalRequest, ToolResult
 
 APPROVAL_QUESTION = "Approve? [y]es / [n]o / n: feedback / [a]lways"
 APPROVAL_HELP = "Please answer y, n, n: <feedback>, or a."
@@ -58,6 +58,24 @@ class UI(ABC):
 
     def __init__(self) -> None:
         self.closed = False  # input has ended; the session must stop after this turn
+        self.subagent: str | None = None  # the subagent at work, if any
+
+    def track_call(self, name: str, args: dict[str, object]) -> str:
+        """Note a tool call; the indent to show it with (a subagent's calls are nested)."""
+        indent = "  " if self.subagent is not None else ""
+        if name == "task" and self.subagent is None:
+            self.subagent = str(args.get("subagent", "")) or "?"
+        return indent
+
+    def track_result(self, name: str) -> str:
+        """Note a tool result; the indent to show it with."""
+        if name == "task" and self.subagent is not None:
+            self.subagent = None
+            return ""
+        return "  " if self.subagent is not None else ""
+
+    def approval_title(self, request: ApprovalRequest) -> str:
+        return request.title + (f" (asked by subagent {self.subagent})" if self.subagent else "")
 
     def hooks(self) -> Hooks:
         return Hooks(on_text=self.on_text, on_model_start=self.on_model_start,
@@ -128,17 +146,3 @@ def result_summary(name: str, result: ToolResult, width: int = 100) -> str:
     else:
         summary = f"{lines[0]} … (+{len(lines) - 1} lines)"
     return summary if len(summary) <= width else summary[: width - 1] + "…"
-
-
-def make_ui(*, commands: Mapping[str, str], history_path: Path | None,
-            stdin: TextIO | None = None, stdout: TextIO | None = None) -> UI:
-    """The terminal UI when both ends are a terminal, the plain one otherwise."""
-    stdin = stdin or sys.stdin
-    stdout = stdout or sys.stdout
-    if stdin.isatty() and stdout.isatty():
-        from memagent.agent.ui_terminal import TerminalUI
-
-        return TerminalUI(commands=commands, history_path=history_path)
-    from memagent.agent.ui_plain import PlainUI
-
-    return PlainUI(stdin, stdout, sys.stderr)

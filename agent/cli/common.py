@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from sqlalchemy.exc import SQLAlchemyError
 
-from memagent.agent import config
+from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import VfsError
 from memagent.vfs.scopes import AgentView
@@ -45,7 +45,7 @@ class Ctx:
         return AgentView(self.store, name, user=config.user_id(), org=config.org_id())
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"memagent: {message}", err=True)
     sys.exit(1)
 
@@ -76,3 +76,22 @@ agent_option = click.option(
     "--agent", "-a", "agent", default=None, metavar="AGENT",
     help="Agent whose memory to use (default: $MEMAGENT_AGENT or 'default').",
 )
+
+
+def memory_command(group: click.Group, name: str,
+                   *params: Callable[[F], F]) -> Callable[[Callable[..., None]], click.Command]:
+    """``group.command(name)`` for a command on one agent's memory.
+
+    Adds ``params`` (click arguments and options, in the order given), then
+    ``--agent``; the function receives the ``Ctx`` first, and its user-facing
+    errors become one line (``handled``).
+    """
+
+    def wrap(fn: Callable[..., None]) -> click.Command:
+        decorated: Any = click.pass_obj(handled(fn))
+        decorated = agent_option(decorated)
+        for param in reversed(params):
+            decorated = param(decorated)
+        return group.command(name)(decorated)
+
+    return wrap

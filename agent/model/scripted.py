@@ -5,8 +5,8 @@ Invariants:
   were enqueued; an empty queue raises ``ScriptExhausted`` (an
   ``AssertionError``) naming the call, so a test that scripted too few turns
   fails loudly instead of hanging.
-- ``requests`` holds a deep copy of every call's ``system``, ``messages``,
-  ``tools`` and ``max_tokens``, taken before the answer is produced: later
+- ``requests`` holds a deep copy of every ``ModelRequest``'s ``system``,
+  ``messages``, ``tools`` and ``max_tokens`` (as a dict), taken before the answer is produced: later
   mutation by the caller does not rewrite history, and a test can check
   exactly what the model would have seen (e.g. that a memory edit reached the
   next system prompt).
@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from memagent.agent.model import ModelResponse, Usage
+from memagent.agent.model.base import ModelRequest, ModelResponse, TextCallback, Usage
 
 __all__ = ["ScriptExhausted", "ScriptedModel"]
 
@@ -121,22 +121,13 @@ class ScriptedModel:
 
     # -- Model ---------------------------------------------------------------
 
-    def respond(
-        self,
-        *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        max_tokens: int = 4096,
-        on_text: Callable[[str], None] | None = None,
-        on_retry: Callable[[str], None] | None = None,
-    ) -> ModelResponse:
-        request = copy.deepcopy(
-            {"system": system, "messages": messages, "tools": tools, "max_tokens": max_tokens}
-        )
+    def respond(self, call: ModelRequest, *, on_text: TextCallback | None = None,
+                on_retry: TextCallback | None = None) -> ModelResponse:
+        request = copy.deepcopy({"system": call.system, "messages": call.messages,
+                                 "tools": call.tools, "max_tokens": call.max_tokens})
         self.requests.append(request)
         if not self._queue:
-            last = json.dumps(messages[-1] if messages else None, default=str)[:200]
+            last = json.dumps(call.messages[-1] if call.messages else None, default=str)[:200]
             raise ScriptExhausted(
                 f"ScriptedModel: no scripted response left for call #{len(self.requests)} "
                 f"(last message: {last})"

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from memagent.agent.tools import READ_ONLY
+from memagent.agent.tools.mcp import render_report
+from memagent.validators import check_name, read_frontmatter, validate
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.render import human_size, render_log, when
 
 if TYPE_CHECKING:
-    from memagent.agent.repl import Session
+    from memagent.agent.chat.session import Session
 
 Handler = Callable[["Session", str], None]
 
@@ -141,11 +144,11 @@ def history(session: Session, arg: str) -> None:
     if arg:
         session.ui.show_text(f"{arg}\n" + render_log(view.history(arg)))
         return
-    if not session.log:
+    if not session.log.made:
         session.ui.info("No memory changes in this session yet.")
         return
     lines = []
-    for change in reversed(session.log):
+    for change in reversed(session.log.made):
         revs = [r for r in view.history(change.path) if r.version == change.version]
         lines.append(f"{change.path}  " + (render_log(revs) if revs else f"v{change.version}"))
     session.ui.show_text("\n".join(lines))
@@ -153,11 +156,11 @@ def history(session: Session, arg: str) -> None:
 
 @command("/undo", "", "revert the last memory edit made in this session")
 def undo(session: Session, arg: str) -> None:
-    tools, view = session.tools, session.view
-    if not tools.changes:
+    log, view = session.log, session.view
+    if not log.undoable:
         session.ui.info("Nothing to undo: no memory edit was made in this session.")
         return
-    change = tools.changes[-1]
+    change = log.undoable[-1]
     current = view.history(change.path)[0].version
     if current != change.version:
         session.ui.error(
@@ -172,11 +175,57 @@ def undo(session: Session, arg: str) -> None:
         done = view.revert(change.path, change.version - 1, author="user", approval="human",
                            message=f"undo version {change.version}")
         what = f"{change.path} is back to version {change.version - 1}"
-    tools.changes.pop()
+    log.undoable.pop()
+    log.record(done, undoable=False)
     # The model's idea of the file is now stale: make it read the file again.
-    tools.seen.pop(change.path, None)
-    session.record(done)
+    session.memory.seen.pop(change.path, None)
     session.ui.info(f"Undone: {what} (recorded as version {done.version}).")
+
+
+# -- tools and subagents --------------------------------------------------------------
+
+
+@command("/tools", "", "MCP servers of /tools.json: status, allowed tools, tools offered but not allowed")
+def tools(session: Session, arg: str) -> None:
+    mcp = session.mcp
+    if mcp is None:
+        session.ui.info("MCP tools are off in this session.")
+        return
+    mcp.refresh()
+    if mcp.version is None:
+        session.ui.info("No /tools.json: this agent uses no MCP servers. `memagent tools --help` shows "
+                        "how to write one.")
+        return
+    session.ui.show_text(render_report(mcp.reports(), error=mcp.config.error))
+
+
+@command("/agents", "", "the subagents in /subagents/ with their descriptions and tools")
+def agents(session: Session, arg: str) -> None:
+    view = session.view
+    paths = sorted(p for p in view.glob("subagents/*.md", "/") if p.count("/") == 2)
+    if not paths:
+        session.ui.info("No subagents yet: a subagent is a file /subagents/<name>.md (see README).")
+        return
+    available = set(session.agent.tools.names())
+    lines: list[str] = []
+    for path in paths:
+        content = view.read(path).content
+        stem = path.rsplit("/", 1)[-1][:-3]
+        problems = validate(path, content) if check_name(stem) is None else []
+        if check_name(stem) is not None or problems:
+            why = problems[0].message if problems else "not a valid subagent name"
+            lines.append(f"{stem}  (cannot run: {' '.join(why.split())[:120]})")
+            continue
+        meta = read_frontmatter(content).meta or {}
+        listed = meta.get("tools")
+        names = [str(t) for t in listed] if isinstance(listed, list) else sorted(READ_ONLY)
+        shown = [n if n in available else f"{n} (unavailable)" for n in names]
+        desc = " ".join(str(meta.get("description", "")).split())
+        lines.append(f"{stem}: {desc[:200]}")
+        lines.append(f"  tools: {', '.join(shown) if shown else '(none)'}"
+                     + ("" if isinstance(listed, list) else " (the default)")
+                     + (f"; model {meta['model']}" if meta.get("model") else ""))
+    session.ui.show_text("\n".join(lines))
 
 
 # -- session ---------------------------------------------------------------------------
@@ -214,7 +263,7 @@ def threads(session: Session, arg: str) -> None:
 def new(session: Session, arg: str) -> None:
     session.agent.new_thread()
     # What the model read belongs to the old conversation.
-    session.tools.seen.clear()
+    session.memory.seen.clear()
     session.ui.info("Started a new thread.")
 
 

@@ -1,13 +1,9 @@
-"""The model client: one Messages API call in, one plain-dict response out.
+"""``Model`` over the Anthropic Messages API, through the official ``anthropic`` SDK.
 
-Invariants:
-- ``respond`` returns API-shaped plain dicts (``{"type": "text", ...}``,
-  ``{"type": "tool_use", ...}``, thinking blocks verbatim), never SDK objects,
-  so responses can be stored in the thread table and sent back unchanged.
-  Thinking blocks must go back exactly as received (the API checks their
-  signatures), so blocks other than text and tool_use are passed through
-  whole.
-- The caller's ``system``, ``messages`` and ``tools`` are never mutated; the
+Invariants (beyond those of ``model.base``):
+- Blocks other than text and tool_use (thinking, redacted thinking) are passed
+  through whole: the API checks their signatures when they come back.
+- The request's ``system``, ``messages`` and ``tools`` are never mutated; the
   cache breakpoint this module adds to the last tool goes on a copy.
 - Every failure leaves as a ``ModelError`` whose message is one line a person
   can act on; no SDK exception or traceback escapes ``respond``
@@ -30,30 +26,29 @@ Invariants:
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import anthropic
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "AnthropicModel",
-    "Model",
-    "ModelError",
-    "ModelResponse",
-    "Usage",
-    "api_key_configured",
-]
+from memagent.agent.model.base import (
+    DEFAULT_MODEL,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextCallback,
+    Usage,
+    one_line,
+)
 
-# The current Sonnet (platform.claude.com model overview). Note it runs adaptive
-# thinking by default: responses can carry ``thinking`` blocks, which the loop
-# must keep in the assistant message it sends back.
-DEFAULT_MODEL = "claude-sonnet-5-5"
+__all__ = ["DEFAULT_MODEL", "AnthropicModel", "api_key_configured"]
+
+log = logging.getLogger("memagent.agent.model")
 
 # The SDK's documented backoff when the server sends no retry-after header:
 # 0.5 s doubling per retry, capped at 8 s (minus up to 25 % jitter). Used only
@@ -69,99 +64,6 @@ _RETRYABLE_STREAM_ERRORS = {
     "rate_limit_error": 429,
     "timeout_error": 504,
 }
-
-_ONE_LINE_LIMIT = 300
-
-
-@dataclass
-class Usage:
-    """Token counts as the API reports them; ``input_tokens`` excludes cached tokens."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_creation_input_tokens += other.cache_creation_input_tokens
-        self.cache_read_input_tokens += other.cache_read_input_tokens
-
-    @property
-    def total_input_tokens(self) -> int:
-        """Prompt size: uncached + cache-written + cache-read input tokens."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-    @classmethod
-    def from_api(cls, usage: Any) -> Usage:
-        """From an SDK ``Usage`` object or its dict form; missing/None counts are 0."""
-
-        def get(name: str) -> int:
-            value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-            return int(value) if isinstance(value, int) else 0
-
-        return cls(
-            input_tokens=get("input_tokens"),
-            output_tokens=get("output_tokens"),
-            cache_creation_input_tokens=get("cache_creation_input_tokens"),
-            cache_read_input_tokens=get("cache_read_input_tokens"),
-        )
-
-
-@dataclass
-class ModelResponse:
-    content: list[dict[str, Any]]
-    stop_reason: str
-    usage: Usage
-    model: str
-
-    @property
-    def text(self) -> str:
-        """All text blocks joined (without separators)."""
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
-
-    @property
-    def tool_uses(self) -> list[dict[str, Any]]:
-        return [b for b in self.content if b.get("type") == "tool_use"]
-
-
-class ModelError(Exception):
-    """A model call failed; ``str(err)`` is one line for a person, no traceback.
-
-    ``status`` is the HTTP status when there was one (0 for connection
-    failures and configuration problems).
-    """
-
-    def __init__(self, message: str, *, status: int = 0) -> None:
-        super().__init__(_one_line(message))
-        self.status = status
-
-
-class Model(Protocol):
-    name: str
-
-    def respond(
-        self,
-        *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        max_tokens: int = 4096,
-        on_text: Callable[[str], None] | None = None,
-        on_retry: Callable[[str], None] | None = None,
-    ) -> ModelResponse: ...
-
-
-def api_key_configured() -> bool:
-    """True when the SDK will find a static credential in the environment."""
-    return any(
-        os.environ.get(var, "").strip() for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-    )
-
 
 # --------------------------------------------------------------------------- retries
 
@@ -227,6 +129,17 @@ def _retry_note(what: str, delay: float, exact: bool, attempt: int, total: int) 
     return f"{what}, retrying in {when} (attempt {attempt} of {total})"
 
 
+def _logged(on_retry: TextCallback | None) -> TextCallback:
+    """``on_retry`` that also logs the note (so MEMAGENT_LOG=info shows retries)."""
+
+    def note(text: str) -> None:
+        log.info("%s", text)
+        if on_retry is not None:
+            on_retry(text)
+
+    return note
+
+
 class _RetryNotifier(anthropic.Middleware):
     """Counts attempts and announces each retry the SDK is about to make."""
 
@@ -282,11 +195,6 @@ class _RetryNotifier(anthropic.Middleware):
 # --------------------------------------------------------------------------- errors
 
 
-def _one_line(text: str) -> str:
-    line = re.sub(r"\s+", " ", text).strip()
-    return line if len(line) <= _ONE_LINE_LIMIT else line[: _ONE_LINE_LIMIT - 1] + "…"
-
-
 def _api_error_detail(err: anthropic.APIStatusError) -> tuple[str, str]:
     """(error type, message) from the API's JSON error body, best effort."""
     body = err.body
@@ -305,26 +213,28 @@ def _credential_var() -> str:
     return "the API credential"
 
 
+# (status, API error type, message) for the client errors a person can act on;
+# {tried}, {detail}, {credential} and {model} are filled in.
+_STATUS_MESSAGES: tuple[tuple[int, str, str], ...] = (
+    (529, "overloaded_error", "the model API is overloaded (529){tried}; try again in a minute"),
+    (429, "rate_limit_error", "rate limited by the model API (429){tried}{detail}; wait a minute and try again"),
+    (401, "authentication_error", "{credential} was rejected (401); check the key"),
+    (403, "permission_error", "the model API refused access (403){detail}; check the key's permissions"),
+    (404, "not_found_error", "model {model!r} was not found (404){detail}; check --model / MEMAGENT_MODEL"),
+    (413, "request_too_large", "the request is too large for the model API (413){detail}"),
+    (400, "invalid_request_error", "the model API rejected the request (400){detail}"),
+)
+
+
 def _status_error_message(
     status: int, err_type: str, message: str, *, model: str, attempts: int
 ) -> str:
     detail = f": {message}" if message else ""
     # "and 5 attempts failed" only when the SDK actually retried.
     tried = f" and {attempts} attempts failed" if attempts > 1 else ""
-    if status == 529 or err_type == "overloaded_error":
-        return f"the model API is overloaded (529){tried}; try again in a minute"
-    if status == 429 or err_type == "rate_limit_error":
-        return f"rate limited by the model API (429){tried}{detail}; wait a minute and try again"
-    if status == 401 or err_type == "authentication_error":
-        return f"{_credential_var()} was rejected (401); check the key"
-    if status == 403 or err_type == "permission_error":
-        return f"the model API refused access (403){detail}; check the key's permissions"
-    if status == 404 or err_type == "not_found_error":
-        return f"model {model!r} was not found (404){detail}; check --model / MEMAGENT_MODEL"
-    if status == 413 or err_type == "request_too_large":
-        return f"the request is too large for the model API (413){detail}"
-    if status == 400 or err_type == "invalid_request_error":
-        return f"the model API rejected the request (400){detail}"
+    for code, kind, text in _STATUS_MESSAGES:
+        if status == code or err_type == kind:
+            return text.format(tried=tried, detail=detail, credential=_credential_var(), model=model)
     if status >= 500 or err_type in ("api_error", "timeout_error"):
         shown = status if status >= 500 else 500
         return f"the model API failed with a server error ({shown}){tried}{detail}; try again later"
@@ -434,27 +344,20 @@ class AnthropicModel:
     def base_url(self) -> str:
         return str(self._client.base_url)
 
-    def respond(
-        self,
-        *,
-        system: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        max_tokens: int = 4096,
-        on_text: Callable[[str], None] | None = None,
-        on_retry: Callable[[str], None] | None = None,
-    ) -> ModelResponse:
+    def respond(self, request: ModelRequest, *, on_text: TextCallback | None = None,
+                on_retry: TextCallback | None = None) -> ModelResponse:
         params: dict[str, Any] = {
             "model": self.name,
-            "max_tokens": max_tokens,
-            "messages": messages,
+            "max_tokens": request.max_tokens,
+            "messages": request.messages,
         }
-        if system:
-            params["system"] = system
-        if tools:
-            params["tools"] = _with_tool_cache_breakpoint(tools)
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = _with_tool_cache_breakpoint(request.tools)
 
-        state = _CallState(on_retry=on_retry, max_retries=self.max_retries)
+        state = _CallState(on_retry=_logged(on_retry), max_retries=self.max_retries)
+        on_retry = state.on_retry
         with self._call_state(state):
             stream_retries = 0
             while True:
@@ -542,7 +445,7 @@ class AnthropicModel:
                     raise ModelError(f"the model API sent unreadable tool input: {err}") from None
                 except Exception as err:  # transport errors while reading the body
                     raise _MidStreamError(
-                        emitted=emitted, broken=_one_line(f"{type(err).__name__}: {err}")
+                        emitted=emitted, broken=one_line(f"{type(err).__name__}: {err}")
                     ) from None
                 if event.type == "message_stop":
                     finished = True
@@ -591,3 +494,10 @@ def _connection_cause(err: anthropic.APIConnectionError) -> str:
         cause = cause.__cause__
     text = str(cause) if cause is not None and str(cause) else str(err)
     return text or "connection error"
+
+
+def api_key_configured() -> bool:
+    """True when the SDK will find a static credential in the environment."""
+    return any(
+        os.environ.get(var, "").strip() for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+    )

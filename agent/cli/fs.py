@@ -1,7 +1,8 @@
 """``memagent fs``: a person's file commands on an agent's memory.
 
-Writes here are validated and versioned exactly like the agent's (author ``cli``,
-approval ``cli``) but never prompt: the person typing is the approval.
+Writes here take the agent's write path (``prepare_*`` then ``commit``: validated and
+versioned exactly like the agent's, author ``cli``, approval ``cli``) but never
+prompt: the person typing is the approval.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sys
 
 import click
 
-from memagent.agent.cli_common import Ctx, agent_option, handled
+from memagent.agent.cli.common import Ctx, memory_command
 from memagent.vfs.errors import VfsError
 from memagent.vfs.render import render_log, render_ls
 from memagent.vfs.search import render as render_grep
@@ -27,27 +28,24 @@ def _stdin_text() -> str:
         ) from None
 
 
+MESSAGE = click.option("--message", "-m", default="", help="Note kept with the revision.")
+
+
 @click.group()
 def fs() -> None:
     """Read and change an agent's memory files (validated and versioned)."""
 
 
-@fs.command("ls")
-@click.argument("path", default="/")
-@agent_option
-@click.pass_obj
-@handled
+@memory_command(fs, "ls",
+    click.argument("path", default="/"))
 def ls_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
     """List a folder: files with sizes, folders ending in /."""
     click.echo(render_ls(ctx.view(agent).ls(path)))
 
 
-@fs.command("cat")
-@click.argument("path")
-@agent_option
-@click.option("--version", "-v", "version", type=int, default=None, help="Print this old version.")
-@click.pass_obj
-@handled
+@memory_command(fs, "cat",
+    click.argument("path"),
+    click.option("--version", "-v", "version", type=int, default=None, help="Print this old version."))
 def cat_cmd(ctx: Ctx, path: str, agent: str | None, version: int | None) -> None:
     """Print a file's content exactly as stored."""
     view = ctx.view(agent)
@@ -62,95 +60,81 @@ def cat_cmd(ctx: Ctx, path: str, agent: str | None, version: int | None) -> None
     sys.stdout.flush()
 
 
-@fs.command("write")
-@click.argument("path")
-@agent_option
-@click.option("--expect-version", type=int, default=None,
-              help="Refuse unless the file is at this version (0 = must not exist).")
-@click.option("--message", "-m", default="", help="Note kept with the revision.")
-@click.pass_obj
-@handled
+@memory_command(fs, "write",
+    click.argument("path"),
+    click.option("--expect-version", type=int, default=None,
+                 help="Refuse unless the file is at this version (0 = must not exist)."),
+    MESSAGE)
 def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None, message: str) -> None:
     """Create or overwrite PATH with the text read from standard input."""
     content = _stdin_text()
-    change = ctx.view(agent).write(path, content, expected_version=expect_version,
-                                   author="cli", approval="cli", message=message)
+    view = ctx.view(agent)
+    # The same write path as the agent's tools; the person typing is the approval.
+    pending = view.prepare_write(path, content, expected_version=expect_version)
+    change = view.commit(pending, author="cli", approval="cli", message=message)
     verb = "created" if change.before is None else "wrote"
     click.echo(f"{verb} {change.path} (version {change.version}, {len(content.encode())} bytes)")
 
 
-@fs.command("edit")
-@click.argument("path")
-@click.argument("old_string")
-@click.argument("new_string")
-@agent_option
-@click.option("--all", "replace_all", is_flag=True, help="Replace every occurrence.")
-@click.option("--expect-version", type=int, default=None, help="Refuse unless at this version.")
-@click.option("--message", "-m", default="", help="Note kept with the revision.")
-@click.pass_obj
-@handled
+@memory_command(fs, "edit",
+    click.argument("path"),
+    click.argument("old_string"),
+    click.argument("new_string"),
+    click.option("--all", "replace_all", is_flag=True, help="Replace every occurrence."),
+    click.option("--expect-version", type=int, default=None, help="Refuse unless at this version."),
+    MESSAGE)
 def edit_cmd(ctx: Ctx, path: str, old_string: str, new_string: str, agent: str | None,
              replace_all: bool, expect_version: int | None, message: str) -> None:
     """Replace OLD_STRING with NEW_STRING in PATH (exact match, once unless --all)."""
-    change = ctx.view(agent).edit(path, old_string, new_string, replace_all=replace_all,
-                                  expected_version=expect_version, author="cli",
-                                  approval="cli", message=message)
+    view = ctx.view(agent)
+    pending = view.prepare_edit(path, old_string, new_string, replace_all=replace_all,
+                                expected_version=expect_version)
+    change = view.commit(pending, author="cli", approval="cli", message=message)
     click.echo(f"edited {change.path} (version {change.version})")
 
 
-@fs.command("rm")
-@click.argument("path")
-@agent_option
-@click.option("--message", "-m", default="", help="Note kept with the revision.")
-@click.pass_obj
-@handled
+@memory_command(fs, "rm",
+    click.argument("path"),
+    MESSAGE)
 def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     """Delete a file (its history stays; `fs revert` brings it back)."""
-    change = ctx.view(agent).delete(path, author="cli", approval="cli", message=message)
+    view = ctx.view(agent)
+    change = view.commit(view.prepare_delete(path), author="cli", approval="cli", message=message)
     click.echo(
         f"deleted {change.path} (version {change.version}); undo with "
         f"`memagent fs revert {change.path} --to {change.version - 1}`"
     )
 
 
-@fs.command("mv")
-@click.argument("src")
-@click.argument("dst")
-@agent_option
-@click.pass_obj
-@handled
+@memory_command(fs, "mv",
+    click.argument("src"),
+    click.argument("dst"))
 def mv_cmd(ctx: Ctx, src: str, dst: str, agent: str | None) -> None:
     """Move SRC to DST (refused if DST exists)."""
     change = ctx.view(agent).move(src, dst, author="cli", approval="cli")
     click.echo(f"moved {src} to {change.path} (version {change.version})")
 
 
-@fs.command("glob")
-@click.argument("pattern")
-@click.argument("path", default="/")
-@agent_option
-@click.pass_obj
-@handled
+@memory_command(fs, "glob",
+    click.argument("pattern"),
+    click.argument("path", default="/"))
 def glob_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None) -> None:
     """List files matching PATTERN (** crosses folders, {a,b} braces)."""
     found = ctx.view(agent).glob(pattern, path)
     click.echo("\n".join(found) if found else "No files found.")
 
 
-@fs.command("grep")
-@click.argument("pattern")
-@click.argument("path", default="/")
-@agent_option
-@click.option("--glob", "glob_", default=None, help="Only files matching this glob.")
-@click.option("--mode", "mode", type=click.Choice(["files_with_matches", "content", "count"]),
-              default=None, help="What to print (default: content lines).")
-@click.option("-l", "files_only", is_flag=True, help="Only the names of matching files.")
-@click.option("-c", "count", is_flag=True, help="Matching line counts per file.")
-@click.option("-i", "case_insensitive", is_flag=True, help="Ignore case.")
-@click.option("-F", "fixed_strings", is_flag=True, help="PATTERN is a literal string.")
-@click.option("--limit", type=int, default=200, show_default=True, help="Most results to print.")
-@click.pass_obj
-@handled
+@memory_command(fs, "grep",
+    click.argument("pattern"),
+    click.argument("path", default="/"),
+    click.option("--glob", "glob_", default=None, help="Only files matching this glob."),
+    click.option("--mode", "mode", type=click.Choice(["files_with_matches", "content", "count"]),
+                 default=None, help="What to print (default: content lines)."),
+    click.option("-l", "files_only", is_flag=True, help="Only the names of matching files."),
+    click.option("-c", "count", is_flag=True, help="Matching line counts per file."),
+    click.option("-i", "case_insensitive", is_flag=True, help="Ignore case."),
+    click.option("-F", "fixed_strings", is_flag=True, help="PATTERN is a literal string."),
+    click.option("--limit", type=int, default=200, show_default=True, help="Most results to print."))
 def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | None,
              mode: str | None, files_only: bool, count: bool, case_insensitive: bool,
              fixed_strings: bool, limit: int) -> None:
@@ -162,35 +146,26 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
     click.echo(render_grep(result))
 
 
-@fs.command("log")
-@click.argument("path")
-@agent_option
-@click.pass_obj
-@handled
+@memory_command(fs, "log",
+    click.argument("path"))
 def log_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
     """List a file's revisions, newest first."""
     click.echo(render_log(ctx.view(agent).history(path)))
 
 
-@fs.command("diff")
-@click.argument("path")
-@agent_option
-@click.option("--from", "from_", type=int, required=True, help="Older version.")
-@click.option("--to", "to", type=int, default=None, help="Newer version (default: current).")
-@click.pass_obj
-@handled
+@memory_command(fs, "diff",
+    click.argument("path"),
+    click.option("--from", "from_", type=int, required=True, help="Older version."),
+    click.option("--to", "to", type=int, default=None, help="Newer version (default: current)."))
 def diff_cmd(ctx: Ctx, path: str, agent: str | None, from_: int, to: int | None) -> None:
     """Print a unified diff between two versions of PATH."""
     out = ctx.view(agent).diff(path, from_, to)
     click.echo(out if out else "(no difference)", nl=not out)
 
 
-@fs.command("revert")
-@click.argument("path")
-@agent_option
-@click.option("--to", "to", type=int, required=True, help="Version whose content becomes current.")
-@click.pass_obj
-@handled
+@memory_command(fs, "revert",
+    click.argument("path"),
+    click.option("--to", "to", type=int, required=True, help="Version whose content becomes current."))
 def revert_cmd(ctx: Ctx, path: str, agent: str | None, to: int) -> None:
     """Make version N's content current again, as a new revision (undeletes too)."""
     change = ctx.view(agent).revert(path, to, author="cli", approval="cli")

@@ -9,25 +9,32 @@ Invariants:
   else plain line-by-line text (see ``ui``).
 - ``MEMAGENT_STREAM=0`` asks the model for whole answers instead of a stream (for
   proxies that do not pass server-sent events); the screen shows them the same way.
+- SIGTERM and SIGHUP end the session like ``/exit`` (as ``SystemExit``), so the
+  MCP servers it started are stopped rather than orphaned.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from types import FrameType
 
 import click
 
-from memagent.agent import config
-from memagent.agent.cli_common import Ctx, fail, handled
+from memagent.agent.cli import config
+from memagent.agent.cli.common import Ctx, fail, handled
+from memagent.agent.loop import DEFAULT_MAX_STEPS as MAX_STEPS_DEFAULT
+from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
 
-# The model client, the loop and the UI are imported inside ``chat``: importing the
-# anthropic SDK takes over a second, which every other command would pay otherwise.
-# So the two defaults below are spelled out here (a test checks they match the core).
-MAX_STEPS_DEFAULT = 25
-MODEL_DEFAULT = "claude-sonnet-5-5"
+# The Anthropic client, the session and the UI are imported inside ``chat``: importing
+# the anthropic SDK takes over a second, which every other command would pay otherwise.
 
 NO_KEY = "no API key: set one with `export ANTHROPIC_API_KEY=...` and run `memagent chat` again"
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
 
 
 def stream_enabled() -> bool:
@@ -59,20 +66,16 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     """
     if thread_id and resume:
         raise click.UsageError("--thread and --resume cannot be used together; pick one")
-    from memagent.agent import slash
-    from memagent.agent.model import (
-        DEFAULT_MODEL,
-        AnthropicModel,
-        ModelError,
-        api_key_configured,
-    )
-    from memagent.agent.repl import build_session
+    from memagent.agent.chat import slash
+    from memagent.agent.chat.session import build_session
+    from memagent.agent.chat.ui import make_ui
+    from memagent.agent.model import ModelError
+    from memagent.agent.model.anthropic_client import AnthropicModel, api_key_configured
     from memagent.vfs.threads import ThreadStore
-    from memagent.agent.ui import make_ui
 
     if not api_key_configured():
         fail(NO_KEY)
-    name = model_name or os.environ.get("MEMAGENT_MODEL") or DEFAULT_MODEL
+    name = model_name or os.environ.get("MEMAGENT_MODEL") or MODEL_DEFAULT
     view = ctx.view(agent)
     threads = ThreadStore(ctx.store.engine)
     notes: list[str] = []
@@ -89,9 +92,9 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         fail(str(exc))
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
                  history_path=config.data_dir() / "chat_history")
-    session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
-                            max_steps=max_steps,
-                            model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _exit_on_signal)
     if tid is None:
         where = "new thread"
     else:
@@ -103,4 +106,8 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         "Type a message; /help for commands; Ctrl-C stops a turn; Ctrl-D quits.",
         *notes,
     ])
+    # Connects the MCP servers of /tools.json (failures are one-line warnings).
+    session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
+                            max_steps=max_steps,
+                            model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
     sys.exit(session.run())

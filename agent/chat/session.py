@@ -7,25 +7,32 @@ Invariants:
   Ctrl-C at the prompt clears the line.
 - End of input ends the session with status 0, also when it comes during an
   approval (the UI rejects the edit and marks itself closed).
-- Every memory revision this session makes (the agent's through the gate, and
-  ``/undo``'s) is recorded in ``Session.log`` in order, for ``/history``.
+- Every memory revision this session makes (the agent's and its subagents' through
+  the gate, and ``/undo``'s) is recorded in one ``ChangeLog`` (``Session.log``), in
+  order: ``/history`` and ``/undo`` read it.
+- The MCP servers of ``/tools.json`` are connected when the session is built (a
+  failure is a one-line warning) and stopped when ``run`` returns, however it
+  returns (``/exit``, end of input, an exception), so no server process outlives
+  the session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from memagent.agent import slash
+from memagent.agent.builder import build_agent
+from memagent.agent.chat import slash
+from memagent.agent.chat.ui.base import UI, PromptInfo
 from memagent.agent.gate import Gate
 from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, TurnResult
-from memagent.agent.model import Model, ModelError, ModelResponse
-from memagent.vfs.threads import ThreadStore
-from memagent.agent.tools import ToolBox
-from memagent.agent.ui import UI, PromptInfo
+from memagent.agent.mcp.client import McpHub
+from memagent.agent.model import Model, ModelError, ModelRequest, ModelResponse
+from memagent.agent.model.base import TextCallback
+from memagent.agent.tools import ChangeLog, MemoryTools
+from memagent.agent.tools.mcp import McpTools
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.types import Change
+from memagent.vfs.threads import ThreadStore
 
 
 class ShownText:
@@ -36,8 +43,8 @@ class ShownText:
         self.inner = inner
         self.name = inner.name
 
-    def respond(self, *, on_text: Callable[[str], None] | None = None,
-                **kwargs: Any) -> ModelResponse:
+    def respond(self, request: ModelRequest, *, on_text: TextCallback | None = None,
+                on_retry: TextCallback | None = None) -> ModelResponse:
         streamed = False
 
         def relay(chunk: str) -> None:
@@ -46,7 +53,7 @@ class ShownText:
             assert on_text is not None
             on_text(chunk)
 
-        response = self.inner.respond(on_text=relay if on_text else None, **kwargs)
+        response = self.inner.respond(request, on_text=relay if on_text else None, on_retry=on_retry)
         if on_text is not None and not streamed and response.text:
             on_text(response.text)
         return response
@@ -57,20 +64,29 @@ class Session:
     ui: UI
     agent: Agent
     threads: ThreadStore
-    log: list[Change] = field(default_factory=list)
+    gate: Gate
     done: bool = False
+    hub: McpHub = field(default_factory=McpHub)
 
     @property
-    def tools(self) -> ToolBox:
-        return self.agent.tools
+    def mcp(self) -> McpTools | None:
+        return next((p for p in self.agent.tools.providers if isinstance(p, McpTools)), None)
+
+    def close(self) -> None:
+        """Stop the MCP servers this session started (bounded in time; idempotent)."""
+        self.hub.close()
+
+    @property
+    def memory(self) -> MemoryTools:
+        return self.agent.memory
+
+    @property
+    def log(self) -> ChangeLog:
+        return self.agent.memory.log
 
     @property
     def view(self) -> AgentView:
-        return self.agent.tools.view
-
-    @property
-    def gate(self) -> Gate:
-        return self.agent.tools.gate
+        return self.agent.memory.view
 
     @property
     def model_name(self) -> str:
@@ -79,12 +95,15 @@ class Session:
     def prompt(self) -> PromptInfo:
         return PromptInfo(self.view.agent, self.gate.yolo)
 
-    def record(self, change: Change, _approval: str = "") -> None:
-        self.log.append(change)
-
     # -- the loop -----------------------------------------------------------------------
 
     def run(self) -> int:
+        try:
+            return self._loop()
+        finally:
+            self.close()
+
+    def _loop(self) -> int:
         while not self.done and not self.ui.closed:
             try:
                 line = self.ui.read_input(self.prompt())
@@ -143,11 +162,14 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     ``model_factory`` builds the model a subagent's frontmatter asks for.
     """
     gate = Gate(ui.confirm, yolo=yolo)
-    tools = ToolBox(view, gate)
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)
-    agent = Agent(tools, ShownText(model), threads=threads, thread_id=thread_id,
-                  hooks=ui.hooks(), max_steps=max_steps, model_factory=shown)
-    session = Session(ui, agent, threads)
-    tools.on_change = session.record
-    return session
+    hub = McpHub()
+    try:
+        agent = build_agent(view, ShownText(model), gate=gate, threads=threads, thread_id=thread_id,
+                            hooks=ui.hooks(), max_steps=max_steps, model_factory=shown, mcp_hub=hub,
+                            warn=ui.error)
+    except BaseException:
+        hub.close()
+        raise
+    return Session(ui, agent, threads, gate, hub=hub)

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from memagent.agent.gate import ApprovalRequest, Decision
-from memagent.agent.tools import ToolResult, describe_call
-from memagent.agent.ui import (
+from memagent.agent.chat.ui.base import (
     APPROVAL_HELP,
     APPROVAL_QUESTION,
     UI,
@@ -25,6 +23,8 @@ from memagent.agent.ui import (
     PromptInfo,
     result_summary,
 )
+from memagent.agent.gate import Decision
+from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
 
 
 class PlainUI(UI):
@@ -79,8 +79,11 @@ class PlainUI(UI):
         return self._readline(prompt.text)
 
     def confirm(self, request: ApprovalRequest) -> Decision:
-        self._line(f"--- {request.title} ---")
+        self._line(f"--- {self.approval_title(request)} ---")
         self._write(request.diff if request.diff.endswith("\n") else request.diff + "\n")
+        if request.note:
+            for line in request.note.splitlines():
+                self._line(f"note: {line}")
         self._line("---")
         while True:
             answer = self._readline(APPROVAL_QUESTION + " ")
@@ -126,16 +129,18 @@ class PlainUI(UI):
         self._end_line()
 
     def on_tool_call(self, name: str, args: dict[str, object]) -> None:
-        self._line(f"* {describe_call(name, dict(args))}")
+        indent = self.track_call(name, args)
+        self._line(f"{indent}* {describe_call(name, dict(args))}")
 
     def on_tool_result(self, name: str, result: ToolResult) -> None:
+        indent = self.track_result(name)
         if result.is_error:
             lines = result.content.splitlines() or [""]
-            self._line(f"  -> error: {lines[0]}")
+            self._line(f"{indent}  -> error: {lines[0]}")
             for extra in lines[1:]:
-                self._line(f"     {extra}")
+                self._line(f"{indent}     {extra}")
         else:
-            self._line(f"  -> {result_summary(name, result)}")
+            self._line(f"{indent}  -> {result_summary(name, result)}")
 
     def on_retry(self, note: str) -> None:
         self._stderr(f"memagent: {note}")

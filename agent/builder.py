@@ -1,0 +1,53 @@
+"""Wiring one agent: gate, memory tools, the task tool, the loop.
+
+Front ends (chat, tests, benchmarks, later the MCP server) build agents here, so
+the core classes stay free of each other: ``Agent`` does not know about
+subagents, ``TaskTool`` does not know about the loop; only this module ties the
+task tool's runner to ``run_subagent`` for this agent. With an ``McpHub`` the
+agent also gets the MCP tools its ``/tools.json`` allows (``tools.mcp.McpTools``),
+their section of the system prompt, and the live check of ``/tools.json`` writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memagent.agent.gate import Approver, Gate
+from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, Hooks
+from memagent.agent.mcp.client import McpHub
+from memagent.agent.model import Model
+from memagent.agent.prompt import PromptBuilder
+from memagent.agent.subagents import run_subagent
+from memagent.agent.tools import ChangeLog, MemoryTools, TaskTool, ToolBox, ToolProvider, ToolResult
+from memagent.agent.tools.mcp import McpTools, Warn
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
+
+
+def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
+                approve: Approver | None = None, yolo: bool = False,
+                threads: ThreadStore | None = None, thread_id: str | None = None,
+                hooks: Hooks | None = None, max_steps: int = DEFAULT_MAX_STEPS,
+                model_factory: Callable[[str], Model] | None = None,
+                log: ChangeLog | None = None, mcp_hub: McpHub | None = None,
+                warn: Warn | None = None) -> Agent:
+    """An agent over ``view`` with the file tools and ``task``; edits ask ``gate``
+    (default: a new ``Gate(approve, yolo=yolo)``). With ``mcp_hub``, also the MCP
+    tools of ``/tools.json`` (connected now; ``warn`` hears about servers that fail)."""
+    gate = gate if gate is not None else Gate(approve, yolo=yolo)
+    mcp = McpTools(view, mcp_hub, gate, warn=warn) if mcp_hub is not None else None
+    memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None)
+    agent: Agent | None = None
+
+    def run_task(name: str, description: str) -> ToolResult:
+        assert agent is not None  # the model cannot call a tool before the agent exists
+        return run_subagent(agent, name, description)
+
+    providers: list[ToolProvider] = [memory, TaskTool(run_task)]
+    if mcp is not None:
+        providers.append(mcp)
+    prompt = PromptBuilder(view, mcp_lines=mcp.prompt_lines if mcp is not None else None)
+    agent = Agent(ToolBox(providers), model, memory=memory, threads=threads,
+                  thread_id=thread_id, hooks=hooks, max_steps=max_steps, model_factory=model_factory,
+                  prompt=prompt)
+    return agent

@@ -1,0 +1,47 @@
+"""``memagent init``, ``memagent templates`` and ``memagent agents``: creating and listing agents."""
+
+from __future__ import annotations
+
+import click
+
+from memagent.agent.cli import templates
+from memagent.agent.cli.common import Ctx, handled
+
+
+@click.command()
+@click.argument("agent")
+@click.option("--template", "-t", default=templates.DEFAULT_TEMPLATE, show_default=True,
+              help=f"Starter memory: {', '.join(templates.names())}.")
+@click.pass_obj
+@handled
+def init(ctx: Ctx, agent: str, template: str) -> None:
+    """Create AGENT (by default with an empty /AGENTS.md)."""
+    start = templates.files(template)
+    ctx.store.create_agent(agent, start)
+    n = len(start)
+    click.echo(f"created agent {agent!r} from template {template!r} "
+               f"({n} file{'s' if n != 1 else ''}) in {ctx.url}")
+    click.echo(f"next: memagent chat {agent}   (or: memagent fs ls --agent {agent})")
+
+
+@click.command("templates")
+def templates_cmd() -> None:
+    """List the starter agents for `memagent init AGENT --template NAME`."""
+    names = templates.names()
+    width = max(len(n) for n in names)
+    for name in names:
+        click.echo(f"{name:<{width}}  {templates.describe(name)}")
+
+
+@click.command("agents")
+@click.pass_obj
+@handled
+def agents_cmd(ctx: Ctx) -> None:
+    """List the agents in the database."""
+    names = ctx.store.list_agents()
+    if not names:
+        click.echo("No agents yet; create one with `memagent init NAME`.")
+        return
+    for name in names:
+        n = len(ctx.store.all_files(f"agent:{name}"))
+        click.echo(f"{name}  ({n} file{'s' if n != 1 else ''})")

@@ -1,0 +1,213 @@
+"""The memory file tools (``ls``, ``read_file``, ``write_file``, ``edit_file``,
+``delete_file``, ``glob``, ``grep``) as one tool provider over an agent's view.
+
+Contracts follow DESIGN.md (names, parameters, text results); ARCHITECTURE.md
+traces a write from the tool call to the commit. Invariants:
+- Errors are values: every failure becomes a ``ToolResult(is_error=True)`` whose
+  text says how to fix the call; nothing here raises to the loop for a bad call.
+- Every change takes the one write path: ``view.prepare_*`` (path rules, one read,
+  the edit, validators) -> the model-has-seen-it check -> the gate -> ``view.commit``
+  against the version that was read, so an edit never lands on a file that changed
+  underneath it, and a refusal at any step changes nothing.
+- ``seen`` maps view paths to the version the model has seen (by reading it,
+  writing it, or finding it in the system prompt); a write over an existing file
+  the model has not seen is refused.
+- Every committed change is recorded in the session's ``ChangeLog``, which the
+  agent and its subagents share: ``/history`` and ``/undo`` read it.
+- A write of the agent's own ``/tools.json`` also passes ``check_tools_json`` (the
+  live probe of the MCP servers it names, ``tools.mcp.McpTools.check_write``)
+  between the seen check and the gate: a refusal changes nothing; a note goes
+  into the approval request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, schema
+from memagent.vfs.errors import StaleVersion
+from memagent.vfs.render import render_ls, render_numbered
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.search import render as render_grep
+from memagent.vfs.types import Author, Change, PendingChange
+
+
+class ToolsJsonVerdict(Protocol):
+    """The live check's answer: a refusal (non-empty: refuse) and a note for the panel."""
+
+    @property
+    def refusal(self) -> str: ...
+
+    @property
+    def note(self) -> str: ...
+
+
+ToolsJsonCheck = Callable[[str], ToolsJsonVerdict]
+
+READ_LIMIT = 2000
+MUTATING = frozenset({"write_file", "edit_file", "delete_file"})
+READ_ONLY = frozenset({"ls", "read_file", "glob", "grep"})
+
+_PATH = {"type": "string", "description": "Absolute path inside memory, e.g. /AGENTS.md"}
+
+DEFINITIONS: list[dict[str, Any]] = [
+    {"name": "ls", "description": "List a memory folder: one entry a line, folders end in /, with sizes.",
+     "input_schema": schema({"path": {**_PATH, "default": "/"}}, [])},
+    {"name": "read_file",
+     "description": "Read a memory file as numbered lines (`{n:>6}\\t{line}`). Use offset/limit for long files.",
+     "input_schema": schema({"file_path": _PATH,
+                             "offset": {"type": "integer", "minimum": 0, "default": 0,
+                                        "description": "Lines to skip."},
+                             "limit": {"type": "integer", "minimum": 1, "default": READ_LIMIT,
+                                       "description": "Most lines to return."}}, ["file_path"])},
+    {"name": "write_file",
+     "description": "Create a memory file or overwrite one you have read. Validated; a person approves it.",
+     "input_schema": schema({"file_path": _PATH, "content": {"type": "string"}}, ["file_path", "content"])},
+    {"name": "edit_file",
+     "description": "Replace an exact string in a memory file. old_string must occur once unless "
+                    "replace_all is true. Validated; a person approves it.",
+     "input_schema": schema({"file_path": _PATH, "old_string": {"type": "string"},
+                             "new_string": {"type": "string"},
+                             "replace_all": {"type": "boolean", "default": False}},
+                            ["file_path", "old_string", "new_string"])},
+    {"name": "delete_file",
+     "description": "Delete a memory file (kept in history; revertible). A person approves it.",
+     "input_schema": schema({"file_path": _PATH}, ["file_path"])},
+    {"name": "glob",
+     "description": "Find memory files by pattern: ** crosses folders, {a,b} braces; a pattern "
+                    "without / matches file names at any depth.",
+     "input_schema": schema({"pattern": {"type": "string"}, "path": {**_PATH, "default": "/"}},
+                            ["pattern"])},
+    {"name": "grep",
+     "description": "Search memory file contents with a Python regular expression (or a fixed "
+                    "string). Content lines print as path:line:text.",
+     "input_schema": schema({
+         "pattern": {"type": "string"},
+         "path": {**_PATH, "default": "/"},
+         "glob": {"type": ["string", "null"], "default": None,
+                  "description": "Only files matching this glob, e.g. *.md"},
+         "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"],
+                         "default": "files_with_matches"},
+         "case_insensitive": {"type": "boolean", "default": False},
+         "fixed_strings": {"type": "boolean", "default": False}}, ["pattern"])},
+]
+
+
+@dataclass
+class ChangeLog:
+    """The memory revisions one chat session made, shared by the agent and its subagents.
+
+    ``made`` holds every revision in order (edits, and ``/undo``'s reverts) for
+    ``/history``; ``undoable`` the edits ``/undo`` can still take back, newest last.
+    """
+
+    made: list[Change] = field(default_factory=list)
+    undoable: list[Change] = field(default_factory=list)
+
+    def record(self, change: Change, *, undoable: bool = True) -> None:
+        self.made.append(change)
+        if undoable:
+            self.undoable.append(change)
+
+    def __len__(self) -> int:
+        return len(self.made)
+
+
+class MemoryTools:
+    """``ToolProvider`` of the file tools for one agent (or subagent)."""
+
+    def __init__(self, view: AgentView, gate: Approvals, *, author: Author = "agent",
+                 log: ChangeLog | None = None, check_tools_json: ToolsJsonCheck | None = None) -> None:
+        self.view = view
+        self.check_tools_json = check_tools_json
+        self.gate = gate
+        self.author: Author = author
+        self.log = log if log is not None else ChangeLog()
+        self.seen: dict[str, int] = {}
+        self._handlers: dict[str, Callable[..., ToolResult]] = {
+            "ls": self._ls, "read_file": self._read_file, "write_file": self._write_file,
+            "edit_file": self._edit_file, "delete_file": self._delete_file,
+            "glob": self._glob, "grep": self._grep,
+        }
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return DEFINITIONS
+
+    def run(self, name: str, args: dict[str, Any]) -> ToolResult:
+        return self._handlers[name](**args)
+
+    # -- reading ----------------------------------------------------------------
+
+    def _ls(self, path: str = "/") -> ToolResult:
+        return ToolResult(render_ls(self.view.ls(path)))
+
+    def _read_file(self, file_path: str, offset: int = 0, limit: int = READ_LIMIT) -> ToolResult:
+        fc = self.view.read(file_path, offset=offset, limit=limit)
+        self.seen[fc.path] = fc.version
+        return ToolResult(render_numbered(fc))
+
+    def _glob(self, pattern: str, path: str = "/") -> ToolResult:
+        found = self.view.glob(pattern, path)
+        return ToolResult("\n".join(found) if found else "No files found.")
+
+    def _grep(self, pattern: str, path: str = "/", glob: str | None = None,
+              output_mode: str = "files_with_matches", case_insensitive: bool = False,
+              fixed_strings: bool = False) -> ToolResult:
+        result = self.view.grep(pattern, path=path, glob=glob, output_mode=output_mode,
+                                case_insensitive=case_insensitive, fixed_strings=fixed_strings)
+        return ToolResult(render_grep(result))
+
+    # -- writing ----------------------------------------------------------------
+
+    def _check_seen(self, pending: PendingChange) -> None:
+        """The change must be based on what the model saw, not on a newer version."""
+        seen = self.seen.get(pending.shown)
+        if seen is not None and seen != pending.expected_version:
+            raise StaleVersion(
+                f"{pending.shown} changed since you read it (you saw version {seen}, it is now "
+                f"version {pending.expected_version}); read it again and re-apply your change"
+            )
+
+    def _gated(self, pending: PendingChange) -> ToolResult:
+        self._check_seen(pending)
+        request = ApprovalRequest.for_change(pending)
+        if (self.check_tools_json is not None and pending.after is not None
+                and pending.scope == self.view.scope and pending.path == "/tools.json"):
+            check = self.check_tools_json(pending.after)
+            if check.refusal:
+                return ToolResult(check.refusal, True)
+            if check.note:
+                request = replace(request, note=check.note)
+        outcome = self.gate.check(request)
+        if not outcome.approved:
+            msg = f"The user rejected this change to {pending.shown}; nothing was changed."
+            if outcome.feedback:
+                msg += f" Their feedback: {outcome.feedback}"
+            return ToolResult(msg, True)
+        change = self.view.commit(pending, author=self.author, approval=outcome.approval)
+        self.log.record(change)
+        if change.after is None:
+            self.seen.pop(change.path, None)
+        else:
+            self.seen[change.path] = change.version
+        verb = {"write": "Wrote", "edit": "Edited", "delete": "Deleted"}[pending.op]
+        return ToolResult(f"{verb} {change.path} (now version {change.version}).")
+
+    def _write_file(self, file_path: str, content: str) -> ToolResult:
+        pending = self.view.prepare_write(file_path, content)
+        if pending.before is not None and pending.shown not in self.seen:
+            return ToolResult(
+                f"{pending.shown} already exists (version {pending.expected_version}) and you have "
+                "not read it; read_file it first so you do not overwrite what you have not seen, "
+                "or use edit_file", True)
+        return self._gated(pending)
+
+    def _edit_file(self, file_path: str, old_string: str, new_string: str,
+                   replace_all: bool = False) -> ToolResult:
+        return self._gated(self.view.prepare_edit(file_path, old_string, new_string,
+                                                  replace_all=replace_all))
+
+    def _delete_file(self, file_path: str) -> ToolResult:
+        return self._gated(self.view.prepare_delete(file_path))
