@@ -55,8 +55,7 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     view = parent.memory.view
     problem = check_name(name)
     if problem is not None:
-        return ToolResult(f"{name!r} is not a subagent name ({problem}); the subagents are: "
-                          f"{_known(parent)}", True)
+        return ToolResult(f"no subagent: {problem} The subagents are: {_known(parent)}.", True)
     path = f"/subagents/{name}.md"
     try:
         content = view.read(path).content

@@ -104,7 +104,8 @@ def test_task_refuses_a_name_that_is_not_a_subagent_name(store: SqlStore, name: 
     model.enqueue_text("ok")
     agent.turn("go")
     res = last_tool_result(model)
-    assert res["is_error"] and "is not a subagent name" in str(res["content"])
+    assert res["is_error"] and "no subagent:" in str(res["content"])
+    assert "is not a valid name" in str(res["content"])
     assert len(model.requests) == 2  # no subagent loop ran
     assert approver.asked == []
 

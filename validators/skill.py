@@ -1,6 +1,6 @@
 """Validator for skills: ``/skills/<name>.md`` and ``/skills/<name>/SKILL.md``.
 
-Invariants (DESIGN.md "Memory file formats" and the Agent Skills spec):
+Invariants (README "What memory looks like" and the Agent Skills spec):
 - YAML frontmatter with only the spec's keys: ``name`` and ``description``
   required; ``license``, ``compatibility`` (at most 500 characters),
   ``metadata`` (mapping of text to text) and ``allowed-tools`` (one string of

@@ -1,6 +1,6 @@
 """Validator for subagents: ``/subagents/<name>.md``.
 
-Invariants (DESIGN.md "Memory file formats"):
+Invariants (README "What memory looks like"):
 - Frontmatter keys are exactly ``name``, ``description`` (both required),
   ``tools`` (optional list of tool names) and ``model`` (optional text).
   Unknown keys are refused, listing the allowed ones: a misspelt ``tool:``

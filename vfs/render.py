@@ -1,6 +1,6 @@
 """Plain-text renderings shared by the model's tools and the ``fs`` CLI.
 
-They are part of the tool contract in DESIGN.md (``ls`` lines, ``read_file``'s
+They are part of the tool contract (README, ARCHITECTURE.md) (``ls`` lines, ``read_file``'s
 numbered lines), so the model and a person see the same text.
 """
 

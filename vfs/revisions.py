@@ -43,12 +43,11 @@ def sha256(content: str) -> str:
 
 def check_message(shown: str, message: str) -> None:
     """Refuse a revision message that carries a credential (it is stored for good)."""
-    from memagent.validators import Problem, scan_secrets
+    from memagent.validators import scan_message
 
-    problems = scan_secrets(message)
+    problems = scan_message(message)
     if problems:
-        raise ValidationFailed(shown, [Problem(f"revision message {p.location}", p.message, p.kind)
-                                       for p in problems])
+        raise ValidationFailed(shown, problems)
 
 
 def _state(content: str | None, at: datetime) -> dict[str, Any]:

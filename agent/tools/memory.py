@@ -1,7 +1,7 @@
 """The memory file tools (``ls``, ``read_file``, ``write_file``, ``edit_file``,
 ``delete_file``, ``glob``, ``grep``) as one tool provider over an agent's view.
 
-Contracts follow DESIGN.md (names, parameters, text results); ARCHITECTURE.md
+Contracts are the README's tool contracts (names, parameters, text results); ARCHITECTURE.md
 traces a write from the tool call to the commit. Invariants:
 - Errors are values: every failure becomes a ``ToolResult(is_error=True)`` whose
   text says how to fix the call; nothing here raises to the loop for a bad call.
