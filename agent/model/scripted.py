@@ -55,6 +55,7 @@ class ScriptedModel:
         self._queue: deque[ModelResponse | Responder] = deque()
         self._ids = itertools.count(1)
         self._seen_prefixes: set[str] = set()
+        self.counted = 0  # count_tokens calls
 
     # -- scripting -----------------------------------------------------------
 
@@ -73,13 +74,8 @@ class ScriptedModel:
     def enqueue_text(self, text: str, *, stop_reason: str = "end_turn") -> None:
         self.enqueue(self.text_response(text, stop_reason=stop_reason))
 
-    def enqueue_tool_use(
-        self,
-        name: str,
-        input: dict[str, Any],
-        id: str | None = None,
-        text: str | None = None,
-    ) -> str:
+    def enqueue_tool_use(self, name: str, input: dict[str, Any], id: str | None = None,
+                         text: str | None = None) -> str:
         """Script a response with optional text and one tool call; returns the tool_use id."""
         response = self.tool_use_response([(name, input)], text=text, ids=[id] if id else None)
         self.enqueue(response)
@@ -120,6 +116,11 @@ class ScriptedModel:
         return ModelResponse(content, "tool_use", Usage(), self.name)
 
     # -- Model ---------------------------------------------------------------
+
+    def count_tokens(self, call: ModelRequest) -> int | None:
+        """The request's size by this model's own estimate (what its usage reports)."""
+        self.counted += 1
+        return _estimate_tokens([call.tools, call.system]) + _estimate_tokens(call.messages)
 
     def respond(self, call: ModelRequest, *, on_text: TextCallback | None = None,
                 on_retry: TextCallback | None = None) -> ModelResponse:
