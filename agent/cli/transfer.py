@@ -1,0 +1,378 @@
+"""``memagent export`` and ``memagent import``: an agent's memory to and from other harnesses.
+
+Invariants:
+- Export never writes outside OUTDIR and never half-writes: everything goes into a
+  temporary folder (or zip) beside OUTDIR first and is moved into place at the
+  end; a non-empty OUTDIR (or an existing zip) is refused unless ``--force``, and
+  with ``--force`` only the exported files are replaced, never through a link.
+- Import reads the source through ``formats.archive`` (links, devices, ``..``,
+  absolute paths, zip-slip and zip bombs refused by name), validates every file
+  before anything is stored, shows a preview (and a diff per changed file of an
+  existing agent), asks unless ``--yes``, then stores all of it or nothing in one
+  ``bulk_write`` with author ``import`` and a message naming the source.
+- Errors are one line ``memagent: ...`` (plus one line per refused entry or
+  problem) with exit status 1; nothing is stored or written then.
+- A progress bar appears on a terminal only when the work takes over a second;
+  the last line is always a summary (files, bytes, time).
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memagent.agent.cli.common import Ctx, fail, handled
+from memagent.agent.formats import (
+    FORMATS,
+    MANIFEST,
+    ExportOptions,
+    FormatError,
+    Note,
+    detect,
+    export_agent,
+    get_format,
+    import_tree,
+)
+from memagent.agent.formats.archive import read_source
+from memagent.agent.formats.base import RESERVED_PREFIXES, check_output_path
+from memagent.agent.formats.mcp import read_tools_json
+from memagent.agent.formats.probe import probe
+from memagent.vfs import paths
+from memagent.vfs.errors import InvalidPath, ValidationFailed
+from memagent.vfs.store import check_agent_name
+
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024 or unit == "MiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+class Progress:
+    """A files-done/total bar on stderr, shown only on a terminal once the work takes over a second."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, total, 0
+        self.start = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self._bar is None and self.total and time.monotonic() - self.start > 1.0 and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
+                            console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total, completed=self.done)
+        elif self._bar is not None:
+            self._bar.update(self._task, completed=self.done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def print_notes(notes: list[Note], heading: str) -> None:
+    if not notes:
+        return
+    click.echo(heading)
+    seen: set[str] = set()
+    for note in notes:
+        line = f"  {note}"
+        if line not in seen:
+            seen.add(line)
+            click.echo(line)
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+@click.command("export")
+@click.argument("agent")
+@click.argument("outdir", type=click.Path(path_type=Path))
+@click.option("--format", "format_name", type=click.Choice(list(FORMATS)), default="folder", show_default=True,
+              help="Layout to write.")
+@click.option("--zip", "as_zip", is_flag=True, help="Write one .zip archive instead of a folder.")
+@click.option("--force", is_flag=True, help="Write into a non-empty OUTDIR (replacing only the exported files).")
+@click.option("--probe", "do_probe", is_flag=True,
+              help="Ask the MCP servers which tools they offer; claude-code then denies the unlisted ones.")
+@click.pass_obj
+@handled
+def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: bool, force: bool,
+               do_probe: bool) -> None:
+    """Write AGENT's memory to OUTDIR in another harness's layout.
+
+    \b
+    Formats: folder (the files as stored), claude-code, deepagents (also LangSmith
+    Agent Builder), opencode, codex. What a target cannot hold is listed, and kept
+    in .memagent-export.json so `memagent import` gives back the same files.
+    """
+    started = time.monotonic()
+    fmt = get_format(format_name)
+    target = outdir if not as_zip or outdir.suffix.lower() == ".zip" else outdir.with_name(outdir.name + ".zip")
+    _check_target(target, as_zip, force)
+    ctx.store.require_agent(agent)
+    scope = f"agent:{agent}"
+    infos = ctx.store.all_files(scope)
+    bar = Progress("exporting", len(infos) * 2)
+    memory: dict[str, str] = {}
+    try:
+        for info in infos:
+            memory[info.path] = ctx.store.read(scope, info.path).content
+            bar.advance()
+        options = ExportOptions(agent=agent)
+        notes: list[Note] = []
+        if do_probe:
+            if "/tools.json" not in memory:
+                notes.append(Note("--probe", "the agent has no /tools.json; nothing to probe"))
+            else:
+                options.offered, notes = probe(read_tools_json(memory["/tools.json"]).servers)
+                if format_name != "claude-code":
+                    notes.append(Note("--probe", f"only claude-code uses what servers offer; {format_name} "
+                                                 "enables the listed tools by name"))
+        try:
+            result = export_agent(fmt, memory, options)
+        except FormatError as exc:
+            fail(str(exc))
+        if as_zip:
+            _write_zip(target, result.files, bar.advance)
+        else:
+            _write_folder(target, result.files, bar.advance)
+    finally:
+        bar.close()
+    kept = [n for n in result.notes if n.path == MANIFEST]
+    print_notes(notes + [n for n in result.notes if n.path != MANIFEST], f"what {fmt.title} will not pick up:")
+    for note in kept:
+        click.echo(str(note))
+    size = sum(len(d) for d in result.files.values())
+    click.echo(f"exported agent {agent!r} as {format_name} to {target} ({len(result.files)} files, {human(size)}) "
+               f"in {time.monotonic() - started:.1f} s")
+
+
+def _check_target(target: Path, as_zip: bool, force: bool) -> None:
+    if as_zip:
+        if target.is_dir():
+            fail(f"{target} is a folder; give the path of the .zip file to write")
+        if target.exists() and not force:
+            fail(f"{target} already exists; choose another name or pass --force to replace it")
+        return
+    if target.exists() and not target.is_dir():
+        fail(f"{target} is a file; give a folder to export into (or use --zip)")
+    if target.is_dir() and any(target.iterdir()) and not force:
+        fail(f"{target} is not empty; choose an empty or new folder, or pass --force to write into it")
+
+
+@contextmanager
+def _staging(target: Path) -> Iterator[Path]:
+    """A temporary folder beside ``target`` (same file system, so moves are renames), removed afterwards."""
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".memagent-tmp", dir=parent))
+    except OSError as exc:
+        fail(f"cannot write next to {target}: {exc.strerror or exc}")
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _inside(base: Path, rel: str) -> Path:
+    """``base/rel``, refusing anything that would leave ``base`` or pass through a link."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        fail(f"refusing to write {rel!r}: it would leave the output folder")
+    path = base
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            fail(f"refusing to write through the link {path}; remove it or export to a new folder")
+    return path
+
+
+def _write_folder(target: Path, files: Mapping[str, bytes], step: Callable[[], None]) -> None:
+    try:
+        with _staging(target) as stage:
+            for rel, data in sorted(files.items()):
+                path = _inside(stage, rel)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+                if target.exists():
+                    target.rmdir()
+                mask = os.umask(0)
+                os.umask(mask)
+                stage.chmod(0o777 & ~mask)  # mkdtemp made it private; the export is an ordinary folder
+                stage.rename(target)
+                for _ in files:
+                    step()
+                return
+            # --force into a folder with other files: move ours over one by one.
+            for rel in sorted(files):
+                dest = _inside(target, rel)
+                if dest.is_dir():
+                    fail(f"{dest} is a folder; the export needs a file there")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(stage / rel, dest)
+                step()
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+
+
+def _write_zip(target: Path, files: Mapping[str, bytes], step: Callable[[], None]) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for rel, data in sorted(files.items()):
+            check_output_path(rel)
+            info = zipfile.ZipInfo(rel, ZIP_DATE)
+            info.external_attr = 0o100644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+            step()
+    try:
+        with _staging(target) as stage:
+            temp = stage / "export.zip"
+            temp.write_bytes(buffer.getvalue())
+            os.replace(temp, target)
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+
+
+# -- import ---------------------------------------------------------------------------
+
+
+@click.command("import")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--as", "agent", required=True, metavar="AGENT", help="Agent to import into (created if new).")
+@click.option("--format", "format_name", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+              help="Layout of SOURCE.")
+@click.option("--yes", "-y", is_flag=True, help="Import without asking.")
+@click.pass_obj
+@handled
+def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) -> None:
+    """Import SOURCE (a folder or a .zip) as AGENT's memory.
+
+    \b
+    SOURCE may be our own export, a Claude Code project, a Deep Agents / Agent
+    Builder project or download, an OpenCode or a Codex project. Every file is
+    validated first; then all of it is stored, or nothing.
+    """
+    started = time.monotonic()
+    check_agent_name(agent)
+    try:
+        src = read_source(source)
+        fmt = detect(src.tree) if format_name == "auto" else get_format(format_name)
+        result = import_tree(fmt, src.tree)
+    except FormatError as exc:
+        fail(str(exc))
+    notes = src.notes + result.notes
+    files = _clean(result.files, notes)
+    _check_tree(files)
+    store, scope = ctx.store, f"agent:{agent}"
+    exists = agent in store.list_agents()
+    current = {i.path for i in store.all_files(scope)} if exists else set()
+    before = {p: store.read(scope, p).content for p in files if p in current}
+    bar = Progress("validating", len(files))
+    problems: list[str] = []
+    try:
+        for path, content in sorted(files.items()):
+            try:
+                store.validate(path, content)
+            except ValidationFailed as exc:
+                problems.append(str(exc))
+            bar.advance()
+    finally:
+        bar.close()
+    if problems:
+        click.echo(f"memagent: {len(problems)} of {len(files)} files from {source} are not valid memory; "
+                   "nothing was stored", err=True)
+        for problem in problems:
+            click.echo(problem, err=True)
+        sys.exit(1)
+    changed = {p: c for p, c in files.items() if before.get(p) != c}
+    _preview(source, fmt.title, agent, exists, files, changed, before, notes)
+    if not changed:
+        click.echo(f"nothing to import: agent {agent!r} already has all {len(files)} files as they are")
+        return
+    if not yes:
+        try:
+            if not click.confirm(f"Import {len(changed)} file(s) into agent {agent!r}?", default=False):
+                fail("import cancelled; nothing was stored")
+        except click.Abort:
+            click.echo()
+            fail("import cancelled; nothing was stored (pass --yes to import without asking)")
+    if not exists:
+        store.create_agent(agent)
+    store.bulk_write(scope, changed, author="import", approval="cli",
+                     message=f"import from {source.name or source} ({fmt.name})")
+    size = sum(len(c.encode("utf-8")) for c in changed.values())
+    click.echo(f"imported {len(changed)} files ({human(size)}) into agent {agent!r} from {source} ({fmt.name}) "
+               f"in {time.monotonic() - started:.1f} s")
+
+
+def _clean(files: Mapping[str, str], notes: list[Note]) -> dict[str, str]:
+    """The import's files under their normalised paths; paths memagent cannot hold become notes."""
+    out: dict[str, str] = {}
+    for path, content in files.items():
+        try:
+            norm = paths.normalize_file(path)
+        except InvalidPath as exc:
+            notes.append(Note(path, f"not imported: {exc}"))
+            continue
+        if norm.startswith(RESERVED_PREFIXES):
+            notes.append(Note(path, f"{norm.split('/')[1]}/ is reserved in memagent (shared memory); not imported"))
+            continue
+        out[norm] = content
+    return out
+
+
+def _check_tree(files: Mapping[str, str]) -> None:
+    for path in files:
+        parent = path.rsplit("/", 1)[0]
+        while parent:
+            if parent in files:
+                fail(f"{parent} and {path} cannot both be files (one is inside the other); nothing was stored")
+            parent = parent.rsplit("/", 1)[0]
+
+
+def _preview(source: Path, title: str, agent: str, exists: bool, files: Mapping[str, str],
+             changed: Mapping[str, str], before: Mapping[str, str], notes: list[Note]) -> None:
+    state = "existing agent" if exists else "new agent"
+    click.echo(f"import {source} ({title}) as {agent!r} ({state}):")
+    color = sys.stdout.isatty()
+    for path in sorted(files):
+        size = human(len(files[path].encode("utf-8")))
+        if path not in before:
+            click.echo(f"  create {path}  ({size})")
+        elif path in changed:
+            click.echo(f"  change {path}  ({size})")
+            diff = difflib.unified_diff(before[path].splitlines(keepends=True), files[path].splitlines(keepends=True),
+                                        f"a{path}", f"b{path}")
+            for line in diff:
+                text = "    " + line.rstrip("\n")
+                fg = "green" if line.startswith("+") else "red" if line.startswith("-") else None
+                click.echo(click.style(text, fg=fg) if color and fg else text)
+        else:
+            click.echo(f"  same   {path}")
+    print_notes(notes, "notes (what was changed on the way in, or left out):")

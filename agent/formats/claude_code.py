@@ -1,0 +1,472 @@
+"""The ``claude-code`` format: a Claude Code project folder.
+
+Checked against Claude Code's documentation (code.claude.com/docs, found with the
+search tool): memory ("CLAUDE.md ... can import additional files using
+@path/to/import syntax"; ``.claude/CLAUDE.md`` is also read), skills
+(``.claude/skills/<name>/SKILL.md``; ``.claude/commands/<name>.md`` works the
+same way), subagents (``.claude/agents/<name>.md`` with frontmatter ``name``,
+``description``, ``tools`` as a comma-separated list — omitted means every tool —
+and ``model``; the body is the system prompt), MCP (``.mcp.json`` at the project
+root: ``mcpServers`` with stdio ``command``/``args``/``env`` or ``type``
+``http``/``sse`` with ``url``/``headers``; ``${VAR}`` and ``${VAR:-default}``
+are expanded) and settings (``.claude/settings.json`` ``permissions.allow``,
+``ask``, ``deny`` with rules such as ``mcp__server__tool``; deny beats ask beats
+allow, and an untrusted folder's ``allow`` is ignored while ``deny`` holds).
+
+Invariants: ``AGENTS.md`` is written as is and ``CLAUDE.md`` only imports it, so
+the instructions exist once; every listed MCP tool is in ``allow`` (in
+tools.json order), approval tools also in ``ask``; ``deny`` lists only tools a
+``--probe`` saw offered and tools.json does not list.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from memagent.validators import check_name
+
+from .base import (
+    ExportOptions,
+    ExportResult,
+    ImportResult,
+    Note,
+    decode,
+    export_plain,
+    import_plain,
+    mapping,
+    skill_layout,
+    subagent_paths,
+    suggest,
+    text_or,
+)
+from .frontmatter import emit, export_skill, first_paragraph, import_skill, read_agent, subagent_file, tool_list
+from .mcp import (
+    REMOTE_KEYS,
+    STDIO_KEYS,
+    Tool,
+    ToolsConfig,
+    env_name,
+    literal_to_ref,
+    mcp_name,
+    read_tools_json,
+    split_mcp_name,
+    write_tools_json,
+)
+
+# memagent tool -> Claude Code tool, for subagents' tool lists.
+TO_CLAUDE = {"ls": "LS", "read_file": "Read", "write_file": "Write", "edit_file": "Edit", "glob": "Glob",
+             "grep": "Grep", "task": "Task"}
+FROM_CLAUDE = {v: k for k, v in TO_CLAUDE.items()} | {"MultiEdit": "edit_file", "Agent": "task"}
+READ_ONLY = ["ls", "read_file", "glob", "grep"]  # a memagent subagent's tools when it lists none
+NO_EQUIVALENT = {"delete_file": "Claude Code has no tool that only deletes a file",
+                 "search_memory": "Claude Code has no memory search tool"}
+AGENT_KEYS = ("name", "description", "tools", "model")
+RESERVED = ("CLAUDE.md", "CLAUDE.local.md", ".mcp.json", ".claude/")
+_IMPORT = re.compile(r"(?<![\w`@])@((?:\.{0,2}/)?[A-Za-z0-9_][A-Za-z0-9_./-]*)")
+MAX_IMPORT_DEPTH = 5
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+class ClaudeCodeFormat:
+    name = "claude-code"
+    title = "Claude Code"
+    skills_dir = ".claude/skills"
+
+    # -- export ------------------------------------------------------------------
+
+    def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
+        result = ExportResult({})
+        claimed: set[str] = set()
+        if "/AGENTS.md" in memory:
+            result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
+            result.add("CLAUDE.md", "@AGENTS.md\n", "/AGENTS.md")
+            claimed.add("/AGENTS.md")
+        export_skills(memory, self.skills_dir, result, claimed)
+        for path in subagent_paths(memory):
+            self._export_subagent(path, memory[path], result)
+            claimed.add(path)
+        if "/tools.json" in memory:
+            self._export_tools(read_tools_json(memory["/tools.json"]), options, result)
+            claimed.add("/tools.json")
+        export_plain(memory, claimed, result, RESERVED)
+        return result
+
+    def _export_subagent(self, path: str, content: str, result: ExportResult) -> None:
+        name = PurePosixPath(path).stem
+        meta, body = read_agent(content)
+        listed = tool_list(meta.get("tools"))
+        tools: list[str] = []
+        for tool in READ_ONLY if listed is None else listed:
+            if tool in TO_CLAUDE:
+                tools.append(TO_CLAUDE[tool])
+            elif tool.startswith("mcp__"):
+                tools.append(tool)
+            elif tool in NO_EQUIVALENT:
+                result.notes.append(Note(path, f"tool {tool} left out: {NO_EQUIVALENT[tool]}"))
+            else:
+                tools.append(tool)
+                result.notes.append(Note(path, f"tool {tool!r} is not a memagent tool; passed on unchanged"))
+        pairs: list[tuple[str, Any]] = [("name", name), ("description", str(meta.get("description", "")))]
+        pairs.append(("tools", ", ".join(tools) if tools else []))
+        if isinstance(meta.get("model"), str):
+            pairs.append(("model", meta["model"]))
+        result.add(f".claude/agents/{name}.md", emit(pairs, body), path)
+
+    def _export_tools(self, config: ToolsConfig, options: ExportOptions, result: ExportResult) -> None:
+        if config.servers:
+            result.add(".mcp.json", dump_json({"mcpServers": config.servers}), "/tools.json")
+        allow = [mcp_name(t.server, t.name) for t in config.tools]
+        ask = [mcp_name(t.server, t.name) for t in config.tools if t.approval]
+        deny: list[str] = []
+        for server, offered in options.offered.items():
+            listed = {t.name for t in config.tools_of(server)}
+            deny += [mcp_name(server, t) for t in offered if t not in listed]
+        permissions = {k: v for k, v in (("allow", allow), ("ask", ask), ("deny", deny)) if v}
+        if permissions:
+            result.add(".claude/settings.json", dump_json({"permissions": permissions}), "/tools.json")
+
+    # -- import ------------------------------------------------------------------
+
+    def import_(self, tree: Mapping[str, bytes]) -> ImportResult:
+        result = ImportResult({})
+        claimed: set[str] = set()
+        self._import_memory(tree, result, claimed)
+        import_skills(tree, self.skills_dir, result, claimed)
+        self._import_commands(tree, result, claimed)
+        for src in sorted(tree):
+            if src.startswith(".claude/agents/") and src.endswith(".md"):
+                claimed.add(src)
+                self._import_subagent(src, tree[src], result)
+        self._import_tools(tree, result, claimed)
+        for src in ("CLAUDE.local.md", ".claude/settings.local.json"):
+            if src in tree:
+                claimed.add(src)
+                result.notes.append(Note(src, "personal local settings; not imported"))
+        import_plain(tree, claimed, result)
+        return result
+
+    def _import_memory(self, tree: Mapping[str, bytes], result: ImportResult, claimed: set[str]) -> None:
+        main = next((p for p in ("CLAUDE.md", ".claude/CLAUDE.md") if p in tree), None)
+        if main is None:
+            if "AGENTS.md" in tree and (text := decode(tree["AGENTS.md"])) is not None:
+                result.add("/AGENTS.md", text, "AGENTS.md")
+                claimed.add("AGENTS.md")
+            return
+        text = decode(tree[main])
+        if text is None:
+            result.notes.append(Note(main, "not UTF-8 text; not imported"))
+            return
+        used: set[str] = {main}
+        resolved = resolve_imports(text, main, tree, used, result.notes, 0)
+        if "AGENTS.md" in tree and "AGENTS.md" not in used and (agents := decode(tree["AGENTS.md"])) is not None:
+            resolved = resolved + ("" if resolved.endswith("\n") or not resolved else "\n") + "\n" + agents
+            result.notes.append(Note("AGENTS.md", f"{main} does not import it; appended to /AGENTS.md"))
+            used.add("AGENTS.md")
+        claimed.add(main)
+        if "AGENTS.md" in used:
+            claimed.add("AGENTS.md")
+        result.add("/AGENTS.md", resolved, *sorted(used))
+
+    def _import_commands(self, tree: Mapping[str, bytes], result: ImportResult, claimed: set[str]) -> None:
+        for src in sorted(tree):
+            if not (src.startswith(".claude/commands/") and src.endswith(".md")):
+                continue
+            claimed.add(src)
+            text = decode(tree[src])
+            stem = src[len(".claude/commands/"):-3].replace("/", "-")
+            name = stem if check_name(stem) is None else suggest(stem)
+            if text is None:
+                result.notes.append(Note(src, "not UTF-8 text; not imported"))
+                continue
+            if f"/skills/{name}/SKILL.md" in result.files or f"/skills/{name}.md" in result.files:
+                result.notes.append(Note(src, f"a skill named {name} already exists; command not imported"))
+                continue
+            content, notes = import_skill(name, text, src)
+            result.notes += notes
+            result.notes.append(Note(src, f"Claude Code command imported as the skill /skills/{name}.md"))
+            result.add(f"/skills/{name}.md", content, src)
+
+    def _import_subagent(self, src: str, data: bytes, result: ImportResult) -> None:
+        text = decode(data)
+        if text is None:
+            result.notes.append(Note(src, "not UTF-8 text; not imported"))
+            return
+        meta, body = read_agent(text)
+        stem = PurePosixPath(src).stem
+        given = text_or(meta.get("name"), stem)
+        name = given if check_name(given) is None else suggest(given)
+        if name != given:
+            result.notes.append(Note(src, f"name {given!r} is not a memagent name; imported as {name}"))
+        extra = [k for k in meta if k not in AGENT_KEYS]
+        if extra:
+            result.notes.append(Note(src, f"{', '.join(extra)} not carried over (memagent subagents have name, "
+                                          "description, tools and model)"))
+        tools = map_tools_in(tool_list(meta.get("tools")), FROM_CLAUDE, src, result.notes,
+                             "Claude Code gives it every tool")
+        description = text_or(meta.get("description"), "")
+        if not description.strip():
+            description = first_paragraph(body) or f"The {name} subagent."
+            result.notes.append(Note(src, "had no description; one was taken from its prompt"))
+        model = meta.get("model") if isinstance(meta.get("model"), str) and meta.get("model") != "inherit" else None
+        result.add(f"/subagents/{name}.md", subagent_file(name, description, tools, model, body), src)
+
+    def _import_tools(self, tree: Mapping[str, bytes], result: ImportResult, claimed: set[str]) -> None:
+        config = ToolsConfig()
+        sources: list[str] = []
+        if ".mcp.json" in tree:
+            claimed.add(".mcp.json")
+            sources.append(".mcp.json")
+            data = load_json(tree[".mcp.json"], ".mcp.json", result.notes)
+            servers = data.get("mcpServers") if isinstance(data, dict) else None
+            for name, entry in (servers or {}).items():
+                server = server_from_mcp_json(str(name), entry, f".mcp.json {name}", result.notes)
+                if server is not None:
+                    config.servers[str(name)] = server
+        settings = ".claude/settings.json"
+        if settings in tree:
+            claimed.add(settings)
+            sources.append(settings)
+            data = load_json(tree[settings], settings, result.notes)
+            permissions = mapping(mapping(data).get("permissions"))
+            allow = permissions.get("allow", []) if isinstance(permissions, dict) else []
+            ask = permissions.get("ask", []) if isinstance(permissions, dict) else []
+            for rule in [*allow, *[r for r in ask if r not in allow]]:
+                if not isinstance(rule, str):
+                    continue
+                parts = split_mcp_name(rule, list(config.servers))
+                if parts is None or parts[0] not in config.servers or "*" in rule:
+                    result.notes.append(Note(settings, f"permission rule {rule!r} has no memagent equivalent "
+                                                       "(only single mcp__server__tool rules carry over)"))
+                    continue
+                if config.find(rule) is None:
+                    config.tools.append(Tool(parts[0], parts[1], rule in ask))
+        warn_unlisted(config, result.notes)
+        if config.servers or config.tools:
+            result.add("/tools.json", write_tools_json(config), *sources)
+
+    def detect(self, tree: Mapping[str, bytes]) -> int:
+        if any(p.startswith(".claude/") for p in tree) or "CLAUDE.md" in tree:
+            return 90
+        return 50 if ".mcp.json" in tree else 0
+
+
+# -- shared by the formats -------------------------------------------------------------
+
+
+def export_skills(memory: Mapping[str, str], skills_dir: str, result: ExportResult, claimed: set[str]) -> None:
+    """Every skill as ``<skills_dir>/<name>/SKILL.md`` plus its files, frontmatter restored."""
+    for name, files in skill_layout(memory).items():
+        for path, inner in files:
+            content = memory[path]
+            if inner == "SKILL.md":
+                content = export_skill(content)
+            result.add(f"{skills_dir}/{name}/{inner}", content, path)
+            claimed.add(path)
+
+
+def import_skills(tree: Mapping[str, bytes], skills_dir: str, result: ImportResult, claimed: set[str]) -> None:
+    """``<skills_dir>/<name>/...`` back into ``/skills/<name>/...``, skill frontmatter normalised."""
+    prefix = skills_dir + "/"
+    for src in sorted(tree):
+        if not src.startswith(prefix):
+            continue
+        claimed.add(src)
+        rest = src[len(prefix):]
+        text = decode(tree[src])
+        if text is None:
+            result.notes.append(Note(src, "binary file not imported (memory holds UTF-8 text only)"))
+            continue
+        if "/" not in rest:
+            if rest.endswith(".md"):
+                stem = rest[:-3]
+                name = stem if check_name(stem) is None else suggest(stem)
+                content, notes = import_skill(name, text, src)
+                result.notes += notes
+                result.add(f"/skills/{name}.md", content, src)
+            else:
+                result.add(f"/skills/{rest}", text, src)
+            continue
+        folder, inner = rest.split("/", 1)
+        name = folder if check_name(folder) is None else suggest(folder)
+        if inner == "SKILL.md":
+            if name != folder:
+                result.notes.append(Note(src, f"folder name {folder!r} is not a skill name; imported as {name}"))
+            content, notes = import_skill(name, text, src)
+            result.notes += notes
+            result.add(f"/skills/{name}/SKILL.md", content, src)
+        else:
+            result.add(f"/skills/{name}/{inner}", text, src)
+
+
+def map_tools_in(listed: list[str] | None, mapping: Mapping[str, str], src: str, notes: list[Note],
+                 default_means: str) -> list[str] | None:
+    """A harness's tool list as memagent tool names; None (the read-only default) when none are listed."""
+    if listed is None:
+        notes.append(Note(src, f"lists no tools: {default_means}; memagent gives it the read-only file tools"))
+        return None
+    tools: list[str] = []
+    for tool in listed:
+        mapped = mapping.get(tool, tool if tool.startswith("mcp__") else None)
+        if mapped is None:
+            notes.append(Note(src, f"tool {tool!r} has no memagent equivalent; left out"))
+        elif mapped not in tools:
+            tools.append(mapped)
+    return None if sorted(tools) == sorted(READ_ONLY) else tools
+
+
+def resolve_imports(text: str, where: str, tree: Mapping[str, bytes], used: set[str], notes: list[Note],
+                    depth: int) -> str:
+    """``text`` with each ``@path`` import (outside code) replaced by that file's content.
+
+    A line that is only an import becomes the imported file itself (so a
+    ``CLAUDE.md`` of just ``@AGENTS.md`` gives back AGENTS.md byte for byte);
+    paths are relative to the importing file and must stay inside the source.
+    """
+    base = PurePosixPath(where).parent
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    fenced = False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+            out.append(line)
+            continue
+        if fenced or "@" not in line:
+            out.append(line)
+            continue
+        whole = _IMPORT.fullmatch(stripped)
+        found = _import_target(whole.group(1), base, tree) if whole else None
+        if found is not None and found[1] == "":
+            content = _resolved(found[0], tree, used, notes, depth)
+            if line.endswith("\n") and not content.endswith("\n") and i < len(lines) - 1:
+                content += "\n"
+            out.append(content)
+            continue
+        # Imports inside a sentence stay as written; the files they name follow the line.
+        code_free = "".join(p for p in re.split(r"(`[^`]*`)", line) if not p.startswith("`"))
+        extra = []
+        for m in _IMPORT.finditer(code_free):
+            target = _import_target(m.group(1), base, tree)
+            if target is None:
+                if m.group(1).startswith("~"):
+                    notes.append(Note(where, f"imports {m.group(0)} from your home folder; not carried over"))
+                continue
+            extra.append(_resolved(target[0], tree, used, notes, depth))
+        out.append(line)
+        for text_ in extra:
+            if not out[-1].endswith("\n"):
+                out.append("\n")
+            out.append("\n" + text_)
+    return "".join(out)
+
+
+def _import_target(ref: str, base: PurePosixPath, tree: Mapping[str, bytes]) -> tuple[str, str] | None:
+    """(source path, trailing punctuation not part of it) for an ``@ref``, or None when it is no file here."""
+    if ref.startswith(("~", "/")):
+        return None
+    for cut in range(0, 4):
+        head, tail = (ref[: len(ref) - cut], ref[len(ref) - cut:]) if cut else (ref, "")
+        if cut and (not head or tail.strip(".,;:") != ""):
+            break
+        parts: list[str] = []
+        for part in (base / head).parts:
+            if part == "..":
+                if not parts:
+                    return None
+                parts.pop()
+            elif part not in (".", ""):
+                parts.append(part)
+        target = "/".join(parts)
+        if target in tree:
+            return target, tail
+    return None
+
+
+def _resolved(target: str, tree: Mapping[str, bytes], used: set[str], notes: list[Note], depth: int) -> str:
+    text = decode(tree[target])
+    if text is None:
+        notes.append(Note(target, "imported from CLAUDE.md but not UTF-8 text; left as a reference"))
+        return "@" + target
+    if depth >= MAX_IMPORT_DEPTH or target in used:
+        used.add(target)
+        return text
+    used.add(target)
+    return resolve_imports(text, target, tree, used, notes, depth + 1)
+
+
+def load_json(data: bytes, src: str, notes: list[Note]) -> Any:
+    text = decode(data)
+    try:
+        return json.loads(strip_jsonc(text or ""))
+    except json.JSONDecodeError as exc:
+        notes.append(Note(src, f"not valid JSON ({exc.msg}, line {exc.lineno}); not imported"))
+        return {}
+
+
+def strip_jsonc(text: str) -> str:
+    """JSON with comments and trailing commas (JSONC, as opencode.jsonc allows) as plain JSON."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end == -1 else end + 2
+        else:
+            out.append(c)
+            i += 1
+    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+
+
+def server_from_mcp_json(name: str, entry: Any, where: str, notes: list[Note]) -> dict[str, Any] | None:
+    """A ``.mcp.json``-style server entry as memagent stores it (unknown keys noted and left out)."""
+    if not isinstance(entry, dict):
+        notes.append(Note(where, "is not an object; not imported"))
+        return None
+    kind = entry.get("type")
+    remote = kind in ("http", "sse", "streamable-http") or ("url" in entry and "command" not in entry)
+    if kind not in (None, "stdio", "http", "sse", "streamable-http"):
+        notes.append(Note(where, f"transport {kind!r} is not one memagent knows (stdio, http, sse); not imported"))
+        return None
+    keys = REMOTE_KEYS if remote else STDIO_KEYS
+    server: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key == "type":
+            server["type"] = "http" if value == "streamable-http" else value
+        elif key not in keys:
+            notes.append(Note(where, f"setting {key!r} not carried over (memagent servers have "
+                                     f"{', '.join(('type', *keys))})"))
+        elif key in ("env", "headers") and isinstance(value, dict):
+            server[key] = {str(k): literal_to_ref(str(v), str(k) if key == "env" else env_name(name, str(k)),
+                                                  f"{where} {key}.{k}", notes) for k, v in value.items()}
+        elif key == "args" and isinstance(value, list):
+            server[key] = [str(a) for a in value]
+        elif isinstance(value, str):
+            server[key] = value
+    if remote and "type" not in server:
+        server = {"type": "http", **server}
+    return server
+
+
+def warn_unlisted(config: ToolsConfig, notes: list[Note]) -> None:
+    for server in config.servers:
+        if not config.tools_of(server):
+            notes.append(Note("/tools.json", f"server {server}: the harness offers all its tools, memagent lists "
+                                             "them one by one; add the ones to use to /tools.json"))

@@ -1,0 +1,285 @@
+"""The ``opencode`` format: an OpenCode project folder.
+
+Checked against OpenCode's documentation (opencode.ai/docs, found with the search
+tool): rules (``AGENTS.md`` at the project root), skills
+(``.opencode/skills/<name>/SKILL.md``), agents (``.opencode/agents/<name>.md``,
+frontmatter ``description``, ``mode: primary|subagent|all``, ``model`` as
+``provider/model``, ``tools`` mapping tool names or globs to true/false; the
+file name is the agent's name), MCP servers (``opencode.json`` ``mcp``:
+``{"type": "local", "command": [program, ...args], "environment": {...}}`` or
+``{"type": "remote", "url", "headers"}``, each with ``enabled``), tools
+(MCP tools are ``<server>_<tool>``; the top-level ``tools`` map turns them off
+and on with globs such as ``"<server>_*": false``), ``permission`` (``"ask"``,
+``"allow"``, ``"deny"`` per tool) and variables (``{env:NAME}`` in config values).
+
+Invariants: only the tools tools.json lists are enabled (``<server>_*`` off, each
+listed tool on); approval tools are ``"ask"``; ``${VAR}`` becomes ``{env:VAR}``
+and back; what OpenCode cannot say (``${VAR:-default}`` defaults, ``cwd``) is
+noted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from memagent.validators import check_name
+
+from .base import (
+    ExportOptions,
+    ExportResult,
+    ImportResult,
+    Note,
+    decode,
+    export_plain,
+    import_plain,
+    mapping,
+    subagent_paths,
+    suggest,
+    text_or,
+)
+from .claude_code import (
+    READ_ONLY,
+    dump_json,
+    export_skills,
+    import_skills,
+    load_json,
+    map_tools_in,
+    warn_unlisted,
+)
+from .frontmatter import emit, first_paragraph, read_agent, subagent_file
+from .mcp import REF, Tool, ToolsConfig, literal_to_ref, read_tools_json, split_mcp_name, write_tools_json
+
+TO_OPENCODE = {"ls": "list", "read_file": "read", "write_file": "write", "edit_file": "edit", "glob": "glob",
+               "grep": "grep", "task": "task"}
+FROM_OPENCODE = {v: k for k, v in TO_OPENCODE.items()} | {"patch": "edit_file"}
+RESERVED = ("opencode.json", "opencode.jsonc", ".opencode/")
+_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def oc_name(part: str) -> str:
+    """OpenCode's form of a server or tool name inside ``<server>_<tool>``."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", part)
+
+
+def to_env(value: str, where: str, notes: list[Note]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        if m.group(2) is not None:
+            notes.append(Note(where, f"default of ${{{m.group(1)}:-...}} dropped: OpenCode's {{env:...}} has no "
+                                     "default"))
+        return "{env:" + m.group(1) + "}"
+
+    return REF.sub(sub, value)
+
+
+def from_env(value: str) -> str:
+    return _ENV.sub(lambda m: "${" + m.group(1) + "}", value)
+
+
+def to_model(model: str) -> str:
+    return model if "/" in model else f"anthropic/{model}"
+
+
+class OpenCodeFormat:
+    name = "opencode"
+    title = "OpenCode"
+
+    # -- export ------------------------------------------------------------------
+
+    def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
+        result = ExportResult({})
+        claimed: set[str] = set()
+        if "/AGENTS.md" in memory:
+            result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
+            claimed.add("/AGENTS.md")
+        export_skills(memory, ".opencode/skills", result, claimed)
+        for path in subagent_paths(memory):
+            self._export_subagent(path, memory[path], result)
+            claimed.add(path)
+        if "/tools.json" in memory:
+            self._export_tools(read_tools_json(memory["/tools.json"]), result)
+            claimed.add("/tools.json")
+        export_plain(memory, claimed, result, RESERVED)
+        return result
+
+    def _export_subagent(self, path: str, content: str, result: ExportResult) -> None:
+        name = PurePosixPath(path).stem
+        meta, body = read_agent(content)
+        listed = meta.get("tools") if isinstance(meta.get("tools"), list) else None
+        switches: dict[str, str] = {"*": "false"}
+        for tool in READ_ONLY if listed is None else [str(t) for t in listed]:
+            if tool in TO_OPENCODE:
+                switches[TO_OPENCODE[tool]] = "true"
+            elif (parts := split_mcp_name(tool)) is not None:
+                switches[f"{oc_name(parts[0])}_{oc_name(parts[1])}"] = "true"
+            else:
+                result.notes.append(Note(path, f"tool {tool} has no OpenCode equivalent; left out"))
+        pairs: list[tuple[str, Any]] = [("description", str(meta.get("description", ""))), ("mode", "subagent")]
+        if isinstance(meta.get("model"), str):
+            pairs.append(("model", to_model(meta["model"])))
+        pairs.append(("tools", switches))
+        # emit() quotes "true"/"false" to keep them strings; OpenCode wants the booleans.
+        text = re.sub(r'^(  \S.*): "(true|false)"$', r"\1: \2", emit(pairs, ""), flags=re.MULTILINE) + body
+        result.add(f".opencode/agents/{name}.md", text, path)
+
+    def _export_tools(self, config: ToolsConfig, result: ExportResult) -> None:
+        mcp: dict[str, Any] = {}
+        for name, server in config.servers.items():
+            where = f"/tools.json mcp_servers.{name}"
+            if config.remote(name):
+                entry: dict[str, Any] = {"type": "remote", "url": server["url"]}
+                if server.get("headers"):
+                    entry["headers"] = {k: to_env(v, where, result.notes) for k, v in server["headers"].items()}
+            else:
+                entry = {"type": "local", "command": [server["command"], *server.get("args", [])]}
+                if server.get("env"):
+                    entry["environment"] = {k: to_env(v, where, result.notes) for k, v in server["env"].items()}
+                if server.get("cwd"):
+                    result.notes.append(Note(where, "cwd dropped: OpenCode starts local servers in the project "
+                                                    "folder"))
+            entry["enabled"] = True
+            mcp[name] = entry
+        tools: dict[str, bool] = {}
+        permission: dict[str, str] = {}
+        for name in config.servers:
+            tools[f"{oc_name(name)}_*"] = False
+        for tool in config.tools:
+            key = f"{oc_name(tool.server)}_{oc_name(tool.name)}"
+            tools[key] = True
+            if tool.approval:
+                permission[key] = "ask"
+        document: dict[str, Any] = {"$schema": "https://opencode.ai/config.json", "mcp": mcp, "tools": tools}
+        if permission:
+            document["permission"] = permission
+        result.add("opencode.json", dump_json(document), "/tools.json")
+
+    # -- import ------------------------------------------------------------------
+
+    def import_(self, tree: Mapping[str, bytes]) -> ImportResult:
+        result = ImportResult({})
+        claimed: set[str] = set()
+        main = next((p for p in ("AGENTS.md", "CLAUDE.md") if p in tree), None)
+        if main is not None and (text := decode(tree[main])) is not None:
+            result.add("/AGENTS.md", text, main)
+            claimed.add(main)
+        for skills_dir in (".opencode/skills", ".opencode/skill"):
+            import_skills(tree, skills_dir, result, claimed)
+        for src in sorted(tree):
+            if re.fullmatch(r"\.opencode/agents?/[^/]+\.md", src):
+                claimed.add(src)
+                self._import_agent(src, tree[src], result)
+        config_src = next((p for p in ("opencode.json", "opencode.jsonc", ".opencode/opencode.json",
+                                       ".opencode/opencode.jsonc") if p in tree), None)
+        if config_src is not None:
+            claimed.add(config_src)
+            self._import_config(config_src, tree[config_src], result)
+        import_plain(tree, claimed, result)
+        return result
+
+    def _import_agent(self, src: str, data: bytes, result: ImportResult) -> None:
+        text = decode(data)
+        if text is None:
+            result.notes.append(Note(src, "not UTF-8 text; not imported"))
+            return
+        meta, body = read_agent(text)
+        self._add_subagent(PurePosixPath(src).stem, meta, body, src, result)
+
+    def _add_subagent(self, stem: str, meta: dict[str, Any], body: str, src: str, result: ImportResult) -> None:
+        name = stem if check_name(stem) is None else suggest(stem)
+        if name != stem:
+            result.notes.append(Note(src, f"name {stem!r} is not a memagent name; imported as {name}"))
+        if meta.get("mode") not in ("subagent", None):
+            result.notes.append(Note(src, f"a {meta.get('mode')} agent in OpenCode; imported as a subagent"))
+        extra = [k for k in meta if k not in ("description", "mode", "model", "tools", "name", "prompt")]
+        if extra:
+            result.notes.append(Note(src, f"{', '.join(extra)} not carried over (memagent subagents have a "
+                                          "description, tools and a model)"))
+        switches = meta.get("tools")
+        listed: list[str] | None = None
+        if isinstance(switches, dict):
+            listed = [k for k, v in switches.items() if v is True and k != "*"]
+            if switches.get("*") is not False:
+                result.notes.append(Note(src, "OpenCode leaves its other tools on; memagent gives only those "
+                                              "listed"))
+        mapping = dict(FROM_OPENCODE)
+        for key in listed or []:
+            if key not in mapping and "_" in key:
+                server, tool = key.split("_", 1)
+                mapping[key] = f"mcp__{server}__{tool}"
+        tools = map_tools_in(listed, mapping, src, result.notes, "OpenCode gives it every tool")
+        description = text_or(meta.get("description"), "")
+        if not description.strip():
+            description = first_paragraph(body) or f"The {name} subagent."
+            result.notes.append(Note(src, "had no description; one was taken from its prompt"))
+        model = meta.get("model")
+        model = model.removeprefix("anthropic/") if isinstance(model, str) else None
+        result.add(f"/subagents/{name}.md", subagent_file(name, description, tools, model, body), src)
+
+    def _import_config(self, src: str, data: bytes, result: ImportResult) -> None:
+        document = load_json(data, src, result.notes)
+        if not isinstance(document, dict):
+            return
+        config = ToolsConfig()
+        for name, entry in (document.get("mcp") or {}).items():
+            server = self._server(str(name), entry, f"{src} mcp.{name}", result.notes)
+            if server is not None:
+                config.servers[str(name)] = server
+        switches = mapping(document.get("tools"))
+        permission = mapping(document.get("permission"))
+        by_oc = {oc_name(s): s for s in config.servers}
+        for key, on in switches.items():
+            if on is not True or "*" in key:
+                continue
+            for prefix in sorted(by_oc, key=len, reverse=True):
+                if key.startswith(prefix + "_") and len(key) > len(prefix) + 1:
+                    config.tools.append(Tool(by_oc[prefix], key[len(prefix) + 1:], permission.get(key) == "ask"))
+                    break
+        for prefix, server_name in by_oc.items():
+            if switches.get(f"{prefix}_*") is not False and server_name in config.servers:
+                result.notes.append(Note(src, f"server {server_name}: OpenCode leaves all its tools on; memagent lists "
+                                              "the ones it may use"))
+        warn_unlisted(config, [])
+        agents = mapping(document.get("agent"))
+        for name, spec in agents.items():
+            if isinstance(spec, dict) and isinstance(spec.get("prompt"), str):
+                self._add_subagent(str(name), spec, spec["prompt"], f"{src} agent.{name}", result)
+        if config.servers or config.tools:
+            result.add("/tools.json", write_tools_json(config), src)
+
+    def _server(self, name: str, entry: Any, where: str, notes: list[Note]) -> dict[str, Any] | None:
+        if not isinstance(entry, dict):
+            notes.append(Note(where, "is not an object; not imported"))
+            return None
+        if entry.get("enabled") is False:
+            notes.append(Note(where, "is disabled in OpenCode; imported anyway"))
+        extra = [k for k in entry if k not in ("type", "command", "environment", "url", "headers", "enabled")]
+        if extra:
+            notes.append(Note(where, f"{', '.join(extra)} not carried over"))
+        if entry.get("type") == "remote" and isinstance(entry.get("url"), str):
+            server: dict[str, Any] = {"type": "http", "url": entry["url"]}
+            if isinstance(entry.get("headers"), dict):
+                server["headers"] = {str(k): literal_to_ref(from_env(str(v)), f"{name}_{k}".upper().replace("-", "_"),
+                                                            f"{where} headers.{k}", notes)
+                                     for k, v in entry["headers"].items()}
+            return server
+        command = entry.get("command")
+        if isinstance(command, str):
+            command = [command]
+        if entry.get("type") in ("local", None) and isinstance(command, list) and command:
+            server = {"command": str(command[0])}
+            if len(command) > 1:
+                server["args"] = [str(a) for a in command[1:]]
+            if isinstance(entry.get("environment"), dict):
+                server["env"] = {str(k): literal_to_ref(from_env(str(v)), str(k), f"{where} environment.{k}", notes)
+                                 for k, v in entry["environment"].items()}
+            return server
+        notes.append(Note(where, "has no usable command or url; not imported"))
+        return None
+
+    def detect(self, tree: Mapping[str, bytes]) -> int:
+        if any(p in tree for p in ("opencode.json", "opencode.jsonc")) or any(p.startswith(".opencode/")
+                                                                            for p in tree):
+            return 90
+        return 0
