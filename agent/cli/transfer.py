@@ -86,7 +86,12 @@ class Progress:
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, completed=self.done)
         elif self._bar is not None:
-            self._bar.update(self._task, completed=self.done)
+            self._bar.update(self._task, completed=self.done, total=self.total)
+
+    def step(self, done: int, total: int) -> None:
+        """Callback form: ``done`` of ``total`` files so far."""
+        self.total = total
+        self.advance(done - self.done)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -143,18 +148,19 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
             bar.advance()
         options = ExportOptions(agent=agent)
         notes: list[Note] = []
-        if do_probe:
-            if "/tools.json" not in memory:
-                notes.append(Note("--probe", "the agent has no /tools.json; nothing to probe"))
-            else:
-                options.offered, notes = probe(read_tools_json(memory["/tools.json"]).servers)
-                if format_name != "claude-code":
-                    notes.append(Note("--probe", f"only claude-code uses what servers offer; {format_name} "
-                                                 "enables the listed tools by name"))
         try:
+            if do_probe:
+                if "/tools.json" not in memory:
+                    notes.append(Note("--probe", "the agent has no /tools.json; nothing to probe"))
+                else:
+                    options.offered, notes = probe(read_tools_json(memory["/tools.json"]).servers)
+                    if format_name != "claude-code":
+                        notes.append(Note("--probe", f"only claude-code uses what servers offer; {format_name} "
+                                                     "enables the listed tools by name"))
             result = export_agent(fmt, memory, options)
         except FormatError as exc:
             fail(str(exc))
+        bar.total = len(infos) + len(result.files)
         if as_zip:
             _write_zip(target, result.files, bar.advance)
         else:
@@ -280,12 +286,15 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
     """
     started = time.monotonic()
     check_agent_name(agent)
+    reading = Progress("reading", 0)
     try:
-        src = read_source(source)
+        src = read_source(source, reading.step)
         fmt = detect(src.tree) if format_name == "auto" else get_format(format_name)
         result = import_tree(fmt, src.tree)
     except FormatError as exc:
         fail(str(exc))
+    finally:
+        reading.close()
     notes = src.notes + result.notes
     files = _clean(result.files, notes)
     _check_tree(files)
@@ -310,6 +319,9 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
         for problem in problems:
             click.echo(problem, err=True)
         sys.exit(1)
+    if not files:
+        print_notes(notes, "notes (what was changed on the way in, or left out):")
+        fail(f"nothing to import: {source} holds no files memagent can keep (see the notes above)")
     changed = {p: c for p, c in files.items() if before.get(p) != c}
     _preview(source, fmt.title, agent, exists, files, changed, before, notes)
     if not changed:

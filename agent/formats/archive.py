@@ -22,6 +22,7 @@ import re
 import stat
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,10 @@ def _ratio_too_high(size: int, compressed: int) -> bool:
     return size > RATIO_FLOOR and size > MAX_RATIO * max(compressed, 1)
 
 
-def read_zip(path: Path) -> Source:
+Step = Callable[[int, int], None]  # (files read, files to read), for a progress bar
+
+
+def read_zip(path: Path, step: Step | None = None) -> Source:
     source = Source(kind="zip")
     refusals: list[str] = []
     try:
@@ -126,7 +130,7 @@ def read_zip(path: Path) -> Source:
         if refusals:
             raise UnsafeSource(str(path), refusals)
         total = 0
-        for info in wanted:
+        for done, info in enumerate(wanted, 1):
             try:
                 with archive.open(info) as handle:
                     data = handle.read(info.file_size + 1)
@@ -137,6 +141,8 @@ def read_zip(path: Path) -> Source:
             if len(data) > info.file_size or total > MAX_TOTAL_BYTES:
                 raise UnsafeSource(str(path), [f"{info.filename!r} unpacks to more than its header says"])
             source.tree["/".join(p for p in info.filename.split("/") if p not in ("", "."))] = data
+            if step is not None:
+                step(done, len(wanted))
     _strip_single_root(source)
     return source
 
@@ -151,9 +157,10 @@ def _strip_single_root(source: Source) -> None:
     source.tree = {p.split("/", 1)[1]: data for p, data in source.tree.items()}
 
 
-def read_folder(root: Path) -> Source:
+def read_folder(root: Path, step: Step | None = None) -> Source:
     source = Source(kind="folder")
     refusals: list[str] = []
+    wanted: list[tuple[str, Path]] = []
     entries = 0
     total = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -189,18 +196,21 @@ def read_folder(root: Path) -> Source:
             total += info.st_size
             if total > MAX_TOTAL_BYTES:
                 raise UnsafeSource(str(root), [f"the folder holds more than {MAX_TOTAL_BYTES} bytes (the cap)"])
-            if not refusals:
-                with open(full, "rb") as handle:
-                    source.tree[relname] = handle.read(MAX_FILE_BYTES + 1)
+            wanted.append((relname, full))
     if refusals:
         raise UnsafeSource(str(root), refusals)
+    for done, (relname, full) in enumerate(wanted, 1):
+        with open(full, "rb") as handle:
+            source.tree[relname] = handle.read(MAX_FILE_BYTES + 1)
+        if step is not None:
+            step(done, len(wanted))
     return source
 
 
-def read_source(path: Path) -> Source:
+def read_source(path: Path, step: Step | None = None) -> Source:
     """The files of a folder or a zip archive, or ``UnsafeSource`` naming every refused entry."""
     if path.is_dir():
-        return read_folder(path)
+        return read_folder(path, step)
     if path.is_file():
-        return read_zip(path)
+        return read_zip(path, step)
     raise FormatError(f"{path} does not exist; give a folder or a .zip file to import")
