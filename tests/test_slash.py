@@ -76,7 +76,7 @@ def revisions(store: SqlStore, path: str) -> list[tuple[int, str, str]]:
 def test_help_lists_every_command_with_its_help(sqlite_store: SqlStore) -> None:
     run = chat(sqlite_store, ScriptedModel(), ["/help"])
     expected = {"/remember", "/compact", "/memory", "/history", "/undo", "/yolo", "/threads",
-                "/new", "/help", "/exit"}
+                "/new", "/tools", "/agents", "/help", "/exit"}
     assert set(slash.COMMANDS) == expected
     for cmd in slash.COMMANDS.values():
         assert cmd.help and "\n" not in cmd.help
