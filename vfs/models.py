@@ -91,6 +91,10 @@ threads = Table(
     Column("model", String(100), nullable=False, default=""),
     _when("created_at"),
     _when("updated_at"),
+    # Path of the thread's rendered file in scope ``conversations:<agent>`` (0004).
+    Column("conversation_path", String(1024), nullable=True),
+    # True while the thread has messages its conversation file does not show yet (0004).
+    Column("stale", Boolean, nullable=False, default=False),
 )
 
 messages = _table(
@@ -102,6 +106,9 @@ messages = _table(
     Column("usage", JSON, nullable=True),
     Column("cost_usd", String(32), nullable=True),
     _when("created_at"),
+    # NULL: part of the conversation; "failed": a user turn whose request failed,
+    # kept for the record but never replayed to the model (0004).
+    Column("state", String(16), nullable=True),
     UniqueConstraint("thread_id", "seq", name="uq_messages_thread_seq"),
 )
 
@@ -110,5 +117,15 @@ events = _table(
     _thread_id(),
     Column("kind", String(32), nullable=False),
     Column("data", JSON, nullable=False),
+    _when("created_at"),
+)
+
+# Every running summary the context budget wrote for a thread; the newest is in use (0004).
+thread_summaries = _table(
+    "thread_summaries",
+    _thread_id(),
+    Column("upto_seq", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("method", String(16), nullable=False),
     _when("created_at"),
 )

@@ -2,7 +2,10 @@
 
 ``/`` is the agent's own scope ``agent:<name>``; ``/user/`` is ``user:<id>`` (shared by
 that user's agents); ``/org/`` is ``org:<id>``, read-only unless the view allows
-writes; ``/conversations/`` is reserved for episodic memory and never writable.
+writes; ``/conversations/`` is episodic memory: this agent's past threads, one
+Markdown file each (scope ``conversations:<agent>``, kept by ``ThreadStore``), never
+writable, and searched only when a path names it, so a grep or glob over ``/``
+(memory) costs the same however many threads there are.
 Invariant: a view path maps to exactly one (scope, inner path), and results and
 errors are reported back in view paths (the store is passed ``shown``/``mount``), so
 callers never see scope names or inner paths: ``/user/missing.md``, not ``/missing.md``.
@@ -12,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import paths
+from . import episodes, paths
 from .errors import InvalidPath, NotFound, ReadOnly
 from .search import DEFAULT_LIMIT
 from .store import Store
+from .threads import ThreadStore
 from .types import Approval, Author, Change, Entry, FileContent, FileInfo, GrepResult, PendingChange, Revision
 
 MOUNTS = ("user", "org", "conversations")
@@ -67,8 +71,10 @@ class AgentView:
         inner = norm[len(head) + 1 :] or "/"
         if head == "conversations":
             if write:
-                raise ReadOnly("/conversations/ is read-only episodic memory; write elsewhere")
-            raise NotFound("/conversations/ holds no files yet")
+                raise ReadOnly(f"{norm} is read-only: /conversations/ holds past threads, kept by "
+                               "memagent; write notes elsewhere, e.g. /knowledge/")
+            self._refresh_conversations()
+            return Target(episodes.scope_of(self.agent), inner, "/conversations")
         if head == "user":
             if not self.user:
                 raise NotFound("no user is set, so /user/ is empty; set MEMAGENT_USER")
@@ -78,6 +84,16 @@ class AgentView:
         if write and not self.org_writable:
             raise ReadOnly(f"{norm} is organisation memory, which this agent may only read")
         return Target(f"org:{self.org}", inner, "/org")
+
+    def _refresh_conversations(self) -> None:
+        """Render what this agent's threads added since /conversations/ was last read.
+
+        One indexed query when nothing changed; otherwise only the new messages of
+        the changed threads are rendered (``ThreadStore.sync_stale``).
+        """
+        engine = getattr(self.store, "engine", None)
+        if engine is not None:
+            ThreadStore(engine).sync_stale(self.agent)
 
     def _file(self, path: str, *, write: bool = False) -> Target:
         t = self.resolve(paths.normalize_file(path), write=write)

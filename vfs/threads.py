@@ -1,14 +1,30 @@
-"""Threads: a conversation's messages, tool calls, approvals and usage, in the database.
+"""Threads: a conversation's messages, tool calls, approvals, usage and running summary.
 
-Invariants: messages are stored in API shape (role + content blocks) with a
-sequence number per thread, so a resumed thread replays exactly what the model saw;
-the last message may be replaced only by ``replace_last`` (used to fold a new user
-turn into a pending user message after an interruption, keeping roles alternating).
+Invariants:
+- Messages are stored in API shape (role + content blocks) with a sequence number
+  per thread, so a resumed thread replays exactly what the model saw. Nothing is
+  ever deleted: a user turn whose model request failed is kept, marked ``failed``
+  (``mark_failed``), and ``load`` leaves it out so it is never glued to the next
+  turn; the last message may be replaced only by ``replace_last``.
+- Memory is not history: the context budget folds old turns into a running summary
+  (``save_summary``); summaries are only added, never overwritten, and the messages
+  they cover stay in the table.
+- A thread's title is set with its first message: the caller's ``title`` (a label
+  for a built-in prompt such as /remember) or a short form of the user's first
+  request (its first sentence, cut at a word boundary), never a built-in prompt.
+- Each thread has a Markdown file in scope ``conversations:<agent>``
+  (``vfs/episodes.py``), its path fixed with the first message. Appending only marks
+  the thread ``stale``; ``sync``/``sync_stale`` render the messages the file does
+  not show yet and append them to it, so a thread is rendered once, piece by piece,
+  when someone looks at ``/conversations/`` (``AgentView`` calls ``sync_stale``),
+  never once per message (rewriting a long thread's file per message would cost
+  its whole size each time) and never all threads per call.
 """
 
 from __future__ import annotations
 
 import builtins
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,8 +35,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from memagent.vfs import episodes
 from memagent.vfs.errors import VfsError
-from memagent.vfs.models import events, messages, threads
+from memagent.vfs.models import events, files, messages, thread_summaries, threads
+
+TITLE_CHARS = 60
+FAILED = "failed"
 
 
 def _now() -> datetime:
@@ -38,6 +58,24 @@ class ThreadInfo:
     messages: int
 
 
+@dataclass(frozen=True)
+class Summary:
+    """A running summary: it covers the thread's messages up to ``upto_seq``."""
+
+    upto_seq: int
+    text: str
+    method: str  # "model" or "fallback"
+    created_at: datetime
+
+
+@dataclass
+class _Meta:
+    agent: str
+    model: str
+    created_at: datetime
+    path: str | None
+
+
 class ThreadNotFound(VfsError):
     pass
 
@@ -46,6 +84,7 @@ class ThreadStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._next_seq: dict[str, int] = {}
+        self._meta: dict[str, _Meta] = {}
 
     @contextmanager
     def _small_write(self) -> Iterator[Connection]:
@@ -68,6 +107,7 @@ class ThreadStore:
         with self.engine.begin() as conn:
             conn.execute(insert(threads).values(id=tid, agent=agent, title="", model=model,
                                                 created_at=now, updated_at=now))
+        self._meta[tid] = _Meta(agent, model, now, None)
         return tid
 
     def get(self, agent: str, thread_id: str) -> ThreadInfo:
@@ -100,16 +140,33 @@ class ThreadStore:
         return items[0].id if items else None
 
     def load(self, thread_id: str) -> builtins.list[dict[str, Any]]:
+        """The conversation as the model should see it (failed turns left out)."""
+        return [m for _, m in self.load_numbered(thread_id)]
+
+    def load_numbered(self, thread_id: str) -> builtins.list[tuple[int, dict[str, Any]]]:
+        """(seq, message) pairs of the conversation, failed turns left out."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(messages.c.role, messages.c.content)
-                .where(messages.c.thread_id == thread_id).order_by(messages.c.seq)
+                select(messages.c.seq, messages.c.role, messages.c.content)
+                .where(messages.c.thread_id == thread_id,
+                       (messages.c.state.is_(None)) | (messages.c.state != FAILED))
+                .order_by(messages.c.seq)
             ).all()
-        return [{"role": r.role, "content": r.content} for r in rows]
+        return [(r.seq, {"role": r.role, "content": r.content}) for r in rows]
+
+    def count(self, thread_id: str) -> int:
+        """Every stored message of the thread, failed turns included."""
+        with self.engine.connect() as conn:
+            return int(conn.scalar(select(func.count()).select_from(messages)
+                                   .where(messages.c.thread_id == thread_id)) or 0)
 
     def append(self, thread_id: str, message: dict[str, Any], *, usage: dict[str, int] | None = None,
-               cost_usd: float | None = None) -> None:
-        """Add a message; one short transaction (the next seq number is remembered)."""
+               cost_usd: float | None = None, title: str | None = None) -> int:
+        """Add a message; one short transaction (the next seq number is remembered).
+
+        Returns the message's seq. ``title`` names the thread if this is its first
+        message (default: a short form of the message's text).
+        """
         now = _now()
         for attempt in (1, 2):
             seq = self._next_seq.get(thread_id) or self._last_seq(thread_id) + 1
@@ -119,12 +176,18 @@ class ThreadStore:
                         thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
                         usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
                         created_at=now))
+                    values: dict[str, Any] = {"stale": True}
                     if message["role"] == "user" and _has_text(message["content"]):
                         # Activity time orders /threads and --resume; one update per turn is enough.
-                        values: dict[str, Any] = {"updated_at": now}
-                        if seq == 1:
-                            values["title"] = _title(message["content"])
-                        conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
+                        values["updated_at"] = now
+                    if seq == 1:
+                        meta = self._thread_meta(conn, thread_id)
+                        name = title or make_title(_text_of(message["content"]))
+                        values["title"] = name
+                        if meta is not None:
+                            meta.path = episodes.file_path(meta.created_at, name, thread_id)
+                            values["conversation_path"] = meta.path
+                    conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
             except IntegrityError:
                 # Another session appended to this thread meanwhile: re-read the end once.
                 self._next_seq.pop(thread_id, None)
@@ -132,7 +195,8 @@ class ThreadStore:
                     raise
                 continue
             self._next_seq[thread_id] = seq + 1
-            return
+            return seq
+        raise AssertionError("unreachable")
 
     def _last_seq(self, thread_id: str) -> int:
         with self.engine.connect() as conn:
@@ -145,6 +209,118 @@ class ThreadStore:
             conn.execute(update(messages).where(messages.c.thread_id == thread_id,
                                                 messages.c.seq == seq)
                          .values(content=message["content"]))
+
+    def mark_failed(self, thread_id: str, seq: int) -> None:
+        """Keep message ``seq`` (a user turn whose request failed) out of the conversation."""
+        with self._small_write() as conn:
+            conn.execute(update(messages).where(messages.c.thread_id == thread_id, messages.c.seq == seq)
+                         .values(state=FAILED))
+            meta = self._thread_meta(conn, thread_id)
+            if meta is not None and meta.path is not None:
+                # Already rendered without the mark: add it (later renders read ``state``).
+                note = episodes.failed_note()
+                conn.execute(update(files)
+                             .where(files.c.scope == episodes.scope_of(meta.agent), files.c.path == meta.path,
+                                    files.c.version >= seq)
+                             .values(content=files.c.content + note,
+                                     size=files.c.size + len(note.encode("utf-8"))))
+
+    # -- summaries ------------------------------------------------------------------
+
+    def save_summary(self, thread_id: str, upto_seq: int, text: str, method: str) -> None:
+        with self._small_write() as conn:
+            conn.execute(insert(thread_summaries).values(thread_id=thread_id, upto_seq=upto_seq, text=text,
+                                                         method=method, created_at=_now()))
+
+    def summary(self, thread_id: str) -> Summary | None:
+        """The summary in use (the newest), if the thread has one."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(thread_summaries).where(thread_summaries.c.thread_id == thread_id)
+                .order_by(thread_summaries.c.id.desc()).limit(1)
+            ).first()
+        return None if row is None else Summary(row.upto_seq, row.text, row.method, row.created_at)
+
+    def summaries(self, thread_id: str) -> builtins.list[Summary]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(thread_summaries).where(thread_summaries.c.thread_id == thread_id)
+                                .order_by(thread_summaries.c.id)).all()
+        return [Summary(r.upto_seq, r.text, r.method, r.created_at) for r in rows]
+
+    # -- episodic files ---------------------------------------------------------------
+
+    def conversation_file(self, thread_id: str) -> str | None:
+        """The thread's file path inside ``conversations:<agent>`` (None before its first message)."""
+        with self.engine.connect() as conn:
+            meta = self._thread_meta(conn, thread_id)
+            if meta is not None and meta.path is None:
+                meta.path = conn.scalar(select(threads.c.conversation_path).where(threads.c.id == thread_id))
+        return None if meta is None else meta.path
+
+    def _thread_meta(self, conn: Connection, thread_id: str) -> _Meta | None:
+        meta = self._meta.get(thread_id)
+        if meta is None:
+            row = conn.execute(select(threads.c.agent, threads.c.model, threads.c.created_at,
+                                      threads.c.conversation_path).where(threads.c.id == thread_id)).first()
+            if row is None:
+                return None
+            meta = _Meta(row.agent, row.model, row.created_at, row.conversation_path)
+            self._meta[thread_id] = meta
+        return meta
+
+    def sync(self, thread_id: str) -> None:
+        """Render the messages the thread's file does not show yet, and append them to it."""
+        with self._small_write() as conn:
+            meta = self._thread_meta(conn, thread_id)
+            if meta is None:
+                return
+            if meta.path is None:
+                meta.path = conn.scalar(select(threads.c.conversation_path).where(threads.c.id == thread_id))
+            if meta.path is None:
+                return  # no message yet
+            scope = episodes.scope_of(meta.agent)
+            where = (files.c.scope == scope, files.c.path == meta.path)
+            have = conn.scalar(select(files.c.version).where(*where))
+            rows = conn.execute(
+                select(messages.c.seq, messages.c.role, messages.c.content, messages.c.created_at,
+                       messages.c.state)
+                .where(messages.c.thread_id == thread_id, messages.c.seq > (have or 0))
+                .order_by(messages.c.seq)).all()
+            at = _now()
+            if rows:
+                last = rows[-1].seq
+                piece = episodes.render_thread("", ((r.role, r.content, r.created_at, r.state) for r in rows))
+                if have is None:
+                    title = conn.scalar(select(threads.c.title).where(threads.c.id == thread_id)) or ""
+                    content = self._header(meta, thread_id, title) + piece
+                    conn.execute(insert(files).values(
+                        scope=scope, path=meta.path, content=content, size=len(content.encode("utf-8")),
+                        sha256=None, version=last, deleted=False, created_at=at, updated_at=at))
+                else:
+                    conn.execute(update(files).where(*where, files.c.version == have).values(
+                        content=files.c.content + piece, size=files.c.size + len(piece.encode("utf-8")),
+                        version=last, updated_at=at))
+                have = last
+            # Not stale any more, unless a message arrived meanwhile.
+            newer = select(messages.c.id).where(messages.c.thread_id == thread_id,
+                                                 messages.c.seq > (have or 0)).exists()
+            conn.execute(update(threads).where(threads.c.id == thread_id, ~newer).values(stale=False))
+
+    def sync_stale(self, agent: str) -> int:
+        """Bring every conversation file of ``agent`` up to date; returns how many changed."""
+        with self.engine.connect() as conn:
+            ids = list(conn.scalars(select(threads.c.id).where(threads.c.agent == agent,
+                                                                threads.c.stale.is_(True))))
+        for tid in ids:
+            self.sync(tid)
+        return len(ids)
+
+    @staticmethod
+    def _header(meta: _Meta, thread_id: str, title: str) -> str:
+        return episodes.header(title=title, thread_id=thread_id, agent=meta.agent, model=meta.model,
+                               created_at=meta.created_at)
+
+    # -- events and usage ---------------------------------------------------------------
 
     def event(self, thread_id: str, kind: str, data: dict[str, Any]) -> None:
         with self._small_write() as conn:
@@ -175,8 +351,32 @@ def _has_text(content: Any) -> bool:
         isinstance(b, dict) and b.get("type") == "text" for b in content)
 
 
-def _title(content: Any) -> str:
-    text = content if isinstance(content, str) else " ".join(
+def _text_of(content: Any) -> str:
+    return content if isinstance(content, str) else " ".join(
         b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+# Openings that say nothing about the subject ("hi, can you ...").
+_FILLER = re.compile(r"^(?:(?:(?:hi|hello|hey)(?: there)?|ok|okay|so|please|thanks|thank you)\b[\s,!.:-]*)+",
+                     re.IGNORECASE)
+
+
+def make_title(text: str) -> str:
+    """A short title for a request: its first sentence, fillers dropped, cut at a word."""
     text = " ".join(text.split())
-    return text[:60] + ("..." if len(text) > 60 else "")
+    if not text:
+        return ""
+    sentences = re.split(r"(?<=[.!?])\s", text)
+    first = sentences[0]
+    # The first sentence that says something ("Hi! Could you ..." -> "Could you ...").
+    for sentence in sentences[:5]:
+        rest = _FILLER.sub("", sentence).strip(" ,!.?")
+        if rest:
+            first = sentence
+            break
+    trimmed = _FILLER.sub("", first).strip() or first
+    trimmed = trimmed[:1].upper() + trimmed[1:] if trimmed != first else trimmed
+    if len(trimmed) <= TITLE_CHARS:
+        return trimmed
+    cut = trimmed[:TITLE_CHARS].rsplit(" ", 1)[0] or trimmed[:TITLE_CHARS]
+    return cut.rstrip(",;:- ") + "…"

@@ -1,0 +1,129 @@
+"""Episodic memory: each thread of an agent rendered as one Markdown file.
+
+The files live in the ``files`` table under scope ``conversations:<agent>``, so ls,
+glob, grep and read answer them with the store's own queries and indexes (the
+trigram index included); ``AgentView`` mounts that scope read-only at
+``/conversations/``. ``ThreadStore`` keeps them up to date as messages are
+appended: each message is rendered once and appended to its file's content in
+the database, never by re-rendering the thread.
+
+Invariants:
+- A conversation file is a projection of the ``messages`` table, which stays the
+  record: it is derived data, so it gets no revision rows (one per message would
+  store the thread's text once per message), and nothing but ``ThreadStore`` writes
+  it. ``files.version`` of a conversation file is the seq of the last message
+  rendered into it, so a file that missed a message (a crash between the two
+  statements) is rendered again from the messages, whole, at the next append.
+- The path is fixed when the thread's first message arrives:
+  ``/<YYYY-MM-DD>-<slug of the title>-<first 8 characters of the id>.md``.
+- What is rendered: the title, date and thread id; each user and assistant text;
+  one line per tool call; one line per memory edit (path and new version); failed
+  and interrupted turns marked. Tool results are not copied: they stay in the
+  thread's messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+SCOPE_PREFIX = "conversations:"
+_SLUG_WORDS = 6
+_SLUG_CHARS = 48
+_ARGS_CHARS = 160
+_EDIT = re.compile(r"^(Wrote|Edited|Deleted) (\S+) \(now version (\d+)\)")
+
+
+def scope_of(agent: str) -> str:
+    """The store scope that holds ``agent``'s conversation files."""
+    return SCOPE_PREFIX + agent
+
+
+def slug(title: str) -> str:
+    """Lower-case ASCII words of ``title`` joined by hyphens (bounded), or ``conversation``."""
+    words = re.findall(r"[a-z0-9]+", title.lower())[:_SLUG_WORDS]
+    out = "-".join(words)[:_SLUG_CHARS].strip("-")
+    return out or "conversation"
+
+
+def file_path(created_at: datetime, title: str, thread_id: str) -> str:
+    return f"/{created_at:%Y-%m-%d}-{slug(title)}-{thread_id[:8]}.md"
+
+
+def header(*, title: str, thread_id: str, agent: str, model: str, created_at: datetime) -> str:
+    return (
+        f"# {title or 'Untitled conversation'}\n\n"
+        f"- date: {created_at:%Y-%m-%d %H:%M} UTC\n"
+        f"- thread: {thread_id} (continue it with `memagent chat {agent} --thread {thread_id[:8]}`)\n"
+        f"- agent: {agent}; model: {model or 'unknown'}\n"
+    )
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)]
+
+
+def _call_line(block: dict[str, Any]) -> str:
+    args = block.get("input") or {}
+    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()) \
+        if isinstance(args, dict) else ""
+    shown = " ".join(shown.split())
+    if len(shown) > _ARGS_CHARS:
+        shown = shown[: _ARGS_CHARS - 1] + "…"
+    return f"- tool call: {block.get('name', '?')}({shown})"
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+def render_message(role: str, content: Any, at: datetime, *, state: str | None = None) -> str:
+    """One message as a Markdown piece (starting with a blank line); "" if nothing to show."""
+    texts: list[str] = []
+    lines: list[str] = []
+    for block in _blocks(content):
+        kind = block.get("type")
+        if kind == "text" and str(block.get("text", "")).strip():
+            texts.append(str(block["text"]).strip())
+        elif kind == "tool_use":
+            lines.append(_call_line(block))
+        elif kind == "tool_result":
+            text = _result_text(block)
+            edit = _EDIT.match(text)
+            if edit and not block.get("is_error"):
+                verb, path, version = edit.groups()
+                lines.append(f"- memory edit: {verb.lower()} {path}, now version {version}")
+            elif block.get("is_error") and "interrupted" in text:
+                lines.append("- tool call interrupted by the user")
+    if not texts and not lines:
+        return ""
+    heading = "User" if role == "user" and texts else ("Assistant" if role == "assistant" else "")
+    out = "\n"
+    if heading:
+        out += f"## {heading} · {at:%H:%M}\n\n"
+    if texts:
+        out += "\n\n".join(texts) + "\n"
+    if lines:
+        out += ("\n" if texts else "") + "\n".join(lines) + "\n"
+    if state == "failed":
+        out += "\n_(the model request for this turn failed; it was not answered)_\n"
+    return out
+
+
+def render_thread(head: str, rows: Iterable[tuple[str, Any, datetime, str | None]]) -> str:
+    """The whole file: ``head`` then every (role, content, created_at, state) message."""
+    return head + "".join(render_message(role, content, at, state=state) for role, content, at, state in rows)
+
+
+def failed_note() -> str:
+    return "\n_(the model request for this turn failed; it was not answered)_\n"
