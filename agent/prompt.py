@@ -15,7 +15,13 @@ Invariants:
   a note, never silently dropped and never pasted.
 - The prompt is bounded whatever memory holds: AGENTS.md files are cut at their
   cap, descriptions at the Agent Skills limit, and each index at
-  ``INDEX_MAX_ENTRIES`` entries / ``INDEX_MAX_CHARS`` characters.
+  ``INDEX_MAX_ENTRIES`` entries / ``INDEX_MAX_CHARS`` characters. Past that bound an
+  index lists the most recently changed files (shown in path order) and says how
+  to find the rest; "recently changed", not "recently read", so reading memory
+  never changes the prompt (the cached prefix holds until memory changes).
+- AGENTS.md has a soft budget, ``AGENTS_MD_BUDGET_BYTES``, well under its hard cap:
+  over it, ``warnings`` says so (for /context and the chat), and the loop adds
+  ``agents_md_note`` to the result of the write that took it there.
 - The whole system text is one block marked for prompt caching.
 - The MCP tools section (one line per connected server, from ``mcp_lines``) is
   fenced like memory, since server names come from ``/tools.json``; the prompt is
@@ -35,8 +41,11 @@ from memagent.validators import Limits, kind_of, read_frontmatter, validate
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.scopes import AgentView
 
-INDEX_MAX_ENTRIES = 200
-INDEX_MAX_CHARS = 48_000
+INDEX_MAX_ENTRIES = 100
+INDEX_MAX_CHARS = 24_000
+# AGENTS.md is in every request: past this it crowds out the conversation (the hard
+# cap, 32 KiB, refuses the write; this one only warns).
+AGENTS_MD_BUDGET_BYTES = 16 * 1024
 DESCRIPTION_MAX_CHARS = 1024
 _TAG = re.compile(r"<(/?)(memory)", re.IGNORECASE)
 
@@ -63,10 +72,20 @@ def memory_block(path: str, version: int | None, body: str, note: str = "") -> s
     return f"<memory {attrs}>\n{fence(body)}\n</memory>"
 
 
+def agents_md_note(size: int) -> str | None:
+    """The warning for an AGENTS.md of ``size`` bytes, or None within its budget."""
+    if size <= AGENTS_MD_BUDGET_BYTES:
+        return None
+    return (f"note: /AGENTS.md is {size / 1024:.1f} KiB, over its {AGENTS_MD_BUDGET_BYTES // 1024} KiB budget; "
+            "it is sent with every request and crowds out the conversation: move task detail into skills "
+            "(/compact does this)")
+
+
 @dataclass(frozen=True)
 class SystemPrompt:
     text: str
     agents_md_version: int | None
+    warnings: tuple[str, ...] = ()
 
     def blocks(self) -> list[dict[str, Any]]:
         return [{"type": "text", "text": self.text, "cache_control": {"type": "ephemeral"}}]
@@ -116,22 +135,39 @@ class PromptBuilder:
         desc = " ".join(str(meta.get("description", "")).split())[:DESCRIPTION_MAX_CHARS]
         return f"- {name} ({path}): {desc}"
 
+    def _changed(self) -> dict[str, float]:
+        """Last change time of every file of the agent's and the user's scope, by view path."""
+        out: dict[str, float] = {}
+        scopes = [(self.view.scope, "")] + ([(f"user:{self.view.user}", "/user")] if self.view.user else [])
+        for scope, mount in scopes:
+            for info in self.view.store.all_files(scope):
+                out[mount + info.path] = info.updated_at.timestamp() if info.updated_at else 0.0
+        return out
+
     def _index(self, kind: str, patterns: tuple[str, ...]) -> list[str]:
         found: set[str] = set()
         for pattern in patterns:
             found.update(self.view.glob(pattern, "/"))
-        lines: list[str] = []
+        # If not all fit, the most recently changed are listed (ties by path).
+        changed = self._changed() if found else {}
+        ordered = sorted(found, key=lambda p: (-changed.get(p, 0.0), p))
+        chosen: list[tuple[str, str]] = []
         size = 0
-        ordered = sorted(found)
+        left = 0
         for n, path in enumerate(ordered):
             line = self._entry(path, kind)
             if not line:
                 continue
-            if len(lines) >= INDEX_MAX_ENTRIES or size + len(line) > INDEX_MAX_CHARS:
-                lines.append(f"- ({len(ordered) - n} more not listed; find them with glob)")
+            if len(chosen) >= INDEX_MAX_ENTRIES or size + len(line) > INDEX_MAX_CHARS:
+                left = len(ordered) - n
                 break
-            lines.append(line)
+            chosen.append((path, line))
             size += len(line) + 1
+        lines = [line for _, line in sorted(chosen)]
+        if left:
+            where = "/skills/" if kind == "skill" else "/subagents/"
+            lines.append(f"- ({left} more not listed; find them with glob, e.g. glob('**/*.md', path='{where}'), "
+                         "or grep; those listed are the most recently changed)")
         return lines
 
     def _agents_md(self, path: str) -> tuple[int | None, str, str]:
@@ -143,8 +179,12 @@ class PromptBuilder:
     def _assemble(self) -> SystemPrompt:
         parts = [base_instructions(self.view.agent)]
         version: int | None = None
+        warnings: list[str] = []
         try:
             version, body, note = self._agents_md("/AGENTS.md")
+            warning = agents_md_note(len(body.encode("utf-8")))
+            if warning:
+                warnings.append(warning)
             parts.append(memory_block("/AGENTS.md", version, body or "(empty: nothing learned yet)", note))
         except NotFound:
             parts.append(memory_block("/AGENTS.md", 0, "(there is no /AGENTS.md yet; create it when you "
@@ -167,4 +207,4 @@ class PromptBuilder:
         if self._mcp:
             parts.append("# MCP tools (servers from /tools.json; call a tool by its full name)\n"
                          + memory_block("/tools.json", None, "\n".join(self._mcp)))
-        return SystemPrompt("\n\n".join(parts), version)
+        return SystemPrompt("\n\n".join(parts), version, tuple(warnings))

@@ -24,9 +24,13 @@ Invariants:
   as recent SDKs send the API key) gets 401 ``authentication_error``, like the
   real API; ``require_key`` makes a wrong key a 401 too.
 - Usage numbers are plausible: input tokens ~ request size / 4, and prompt
-  caching is simulated: the prefix up to the last ``cache_control`` breakpoint
-  is a cache write the first time that exact prefix is seen, a cache read
-  after.
+  caching is simulated: the longest prefix ending at a ``cache_control``
+  breakpoint that an earlier request also marked is a cache read, the rest up
+  to the last breakpoint a cache write.
+- ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` with the
+  same N the usage of that request would total, without using a script item;
+  those bodies go to ``.count_requests``, not ``.requests`` (set
+  ``count_tokens=False`` for a server without the endpoint: 404).
 
 Run standalone for manual testing (e.g. in tmux)::
 
@@ -129,8 +133,11 @@ class FakeMessagesAPI:
         retry_after_ms: int | None = DEFAULT_RETRY_AFTER_MS,
         event_delay: float = 0.0,
         port: int = 0,
+        count_tokens: bool = True,
     ) -> None:
         self.require_key = require_key
+        self.count_tokens = count_tokens
+        self.count_requests: list[dict[str, Any]] = []
         self.retry_after_ms = retry_after_ms
         self.event_delay = event_delay  # seconds between SSE events (for demos)
         self.requests: list[dict[str, Any]] = []
@@ -301,8 +308,8 @@ class FakeMessagesAPI:
             {"x-should-retry": "false"},
         )
 
-    def _usage(self, body: dict[str, Any], item: ScriptMessage) -> dict[str, int]:
-        """Plausible usage with simulated prompt caching (see module docstring)."""
+    @staticmethod
+    def _segments(body: dict[str, Any]) -> list[Any]:
         segments: list[Any] = list(body.get("tools") or [])
         system = body.get("system")
         if isinstance(system, list):
@@ -312,29 +319,44 @@ class FakeMessagesAPI:
         for message in body.get("messages") or []:
             content = message.get("content")
             segments.extend(content if isinstance(content, list) else [content])
-        last_breakpoint = -1
-        for i, segment in enumerate(segments):
-            if isinstance(segment, dict) and "cache_control" in segment:
-                last_breakpoint = i
-        cached = segments[: last_breakpoint + 1]
-        rest = segments[last_breakpoint + 1 :]
-        cache_write = cache_read = 0
-        if cached:
-            digest = hashlib.sha256(
-                json.dumps([body.get("model"), cached], sort_keys=True).encode()
+        return segments
+
+    def input_tokens(self, body: dict[str, Any]) -> int:
+        """What the usage of ``body`` totals as input (cached + uncached)."""
+        # At most this many tokens: usage splits the same segments into up to three
+        # parts, each rounded down.
+        segments = self._segments(body)
+        return _tokens(segments) if segments else 0
+
+    def _usage(self, body: dict[str, Any], item: ScriptMessage) -> dict[str, int]:
+        """Plausible usage with simulated prompt caching (see module docstring)."""
+        segments = self._segments(body)
+        marks = [i for i, seg in enumerate(segments) if isinstance(seg, dict) and "cache_control" in seg]
+
+        def digest(end: int) -> str:
+            return hashlib.sha256(
+                json.dumps([body.get("model"), segments[: end + 1]], sort_keys=True).encode()
             ).hexdigest()
-            with self._lock:
-                seen = digest in self._cached_prefixes
-                self._cached_prefixes.add(digest)
-            if seen:
-                cache_read = _tokens(cached)
-            else:
-                cache_write = _tokens(cached)
+
+        # Like the API: the longest prefix ending at a breakpoint that was cached
+        # before is read; the part up to the last breakpoint is written.
+        read_end = -1
+        with self._lock:
+            for end in reversed(marks):
+                if digest(end) in self._cached_prefixes:
+                    read_end = end
+                    break
+            for end in marks:
+                self._cached_prefixes.add(digest(end))
+        last = marks[-1] if marks else -1
+        read = segments[: read_end + 1]
+        written = segments[read_end + 1 : last + 1]
+        rest = segments[last + 1 :]
         usage = {
             "input_tokens": _tokens(rest) if rest else 0,
             "output_tokens": _tokens(item.content),
-            "cache_creation_input_tokens": cache_write,
-            "cache_read_input_tokens": cache_read,
+            "cache_creation_input_tokens": _tokens(written) if written else 0,
+            "cache_read_input_tokens": _tokens(read) if read else 0,
         }
         usage.update(item.usage or {})
         return usage
@@ -443,10 +465,21 @@ class FakeMessagesAPI:
                         api.headers.append({k.lower(): v for k, v in self.headers.items()})
                     api._send_error(self, ScriptError(400, "invalid_request_error", str(err)))
                     return
+                path = self.path.split("?", 1)[0]
+                if path == "/v1/messages/count_tokens" and api.count_tokens:
+                    with api._lock:
+                        api.count_requests.append(body)
+                    if not api.api_key_of({k.lower(): v for k, v in self.headers.items()}):
+                        api._send_error(
+                            self,
+                            ScriptError(401, "authentication_error", "x-api-key header is required"),
+                        )
+                        return
+                    api._send_json(self, 200, {"input_tokens": api.input_tokens(body)})
+                    return
                 with api._lock:
                     api.requests.append(body)
                     api.headers.append({k.lower(): v for k, v in self.headers.items()})
-                path = self.path.split("?", 1)[0]
                 if path != "/v1/messages":
                     api._send_error(
                         self, ScriptError(404, "not_found_error", f"no route for {path}")

@@ -338,9 +338,9 @@ def test_model_error_is_one_line_and_the_session_goes_on(api: FakeMessagesAPI,
     assert p.returncode == 0, err(p)
     assert err(p).count("\n") == 1 and "rejected the request (400)" in err(p)
     assert "Second try worked." in out(p)
-    # The failed turn's message is folded into the next one, roles still alternate.
+    # The failed turn's message is not glued to the next one: sent once, kept out after.
     assert [m["role"] for m in api.requests[-1]["messages"]] == ["user"]
-    assert texts(api.requests[-1]) == ["first", "second"]
+    assert texts(api.requests[-1]) == ["second"]
 
 
 def test_usage_line_after_each_turn(api: FakeMessagesAPI, bot: str) -> None:

@@ -206,10 +206,12 @@ def test_ctrl_c_stops_a_turn_and_clears_a_line(store: SqlStore) -> None:
         screen.child.sendeof()
         assert screen.finish() == 0
 
-    # The interrupted request left the thread consistent; the dropped line was never sent.
+    # The interrupted answer is kept, marked; the dropped line was never sent.
     last = api.requests[-1]["messages"]
-    assert [m["role"] for m in last] == ["user"]
-    assert [b["text"] for b in last[0]["content"]] == ["count slowly", "go on"]
+    assert [m["role"] for m in last] == ["user", "assistant", "user"]
+    assert last[1]["content"][0]["text"].endswith("[interrupted by the user]")
+    assert last[1]["content"][0]["text"].startswith("one two")
+    assert [b["text"] for b in last[2]["content"]] == ["go on"]
 
 
 def test_slash_completion_and_memory_tree(api: FakeMessagesAPI, store: SqlStore) -> None:

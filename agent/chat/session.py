@@ -2,7 +2,8 @@
 
 Invariants:
 - A session never dies of a turn: a model error is one line and the session goes
-  on (the thread keeps the user's message; the loop folds the next one into it);
+  on (the failed message is kept in the thread but out of the conversation, and
+  ``/retry`` sends it again);
   Ctrl-C during a turn ends that turn only (the loop keeps the thread consistent);
   Ctrl-C at the prompt clears the line.
 - End of input ends the session with status 0, also when it comes during an
@@ -57,6 +58,11 @@ class ShownText:
         if on_text is not None and not streamed and response.text:
             on_text(response.text)
         return response
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """The inner model's token counting, when it has one."""
+        counter = getattr(self.inner, "count_tokens", None)
+        return counter(request) if counter is not None else None
 
 
 @dataclass
@@ -123,12 +129,14 @@ class Session:
                 self.ui.note("interrupted")
         return 0
 
-    def run_turn(self, text: str) -> TurnResult | None:
-        """One agent turn with its error handling and the usage line after it."""
+    def run_turn(self, text: str, *, title: str | None = None) -> TurnResult | None:
+        """One agent turn with its error handling and the usage line after it.
+
+        ``title`` names a new thread (built-in prompts pass one)."""
         try:
-            result = self.agent.turn(text)
+            result = self.agent.turn(text, title=title)
         except ModelError as exc:
-            self.ui.error(str(exc))
+            self.ui.error(f"{exc} (/retry sends the message again)")
             return None
         if self.ui.closed:
             return result
@@ -156,10 +164,12 @@ def usage_line(result: TurnResult) -> str:
 def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore,
                   thread_id: str | None = None, yolo: bool = False,
                   max_steps: int = DEFAULT_MAX_STEPS,
-                  model_factory: Callable[[str], Model] | None = None) -> Session:
+                  model_factory: Callable[[str], Model] | None = None,
+                  context_budget: int | None = None) -> Session:
     """Wire the UI's approver into the gate and its hooks into the loop.
 
-    ``model_factory`` builds the model a subagent's frontmatter asks for.
+    ``model_factory`` builds the model a subagent's frontmatter asks for;
+    ``context_budget`` (tokens) caps each request (default: ``context.DEFAULT_BUDGET``).
     """
     gate = Gate(ui.confirm, yolo=yolo)
     shown: Callable[[str], Model] | None = (
@@ -172,4 +182,9 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     except BaseException:
         hub.close()
         raise
+    if context_budget is not None:
+        agent.context.budget = context_budget
+    agent.hooks.on_notice = ui.note
+    for warning in agent.prompt.build().warnings:
+        ui.note(warning)
     return Session(ui, agent, threads, gate, hub=hub)

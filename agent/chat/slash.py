@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from memagent.agent.context import compose
 from memagent.agent.tools import READ_ONLY
 from memagent.agent.tools.mcp import render_report
 from memagent.validators import check_name, read_frontmatter, validate
@@ -79,12 +80,12 @@ def remember(session: Session, arg: str) -> None:
     text = prompt_text("remember")
     if arg:
         text += f"\n\nThe user adds this hint about what to remember: {arg}"
-    session.run_turn(text)
+    session.run_turn(text, title=f"/remember {arg}".strip())
 
 
 @command("/compact", "", "merge duplicates and generalise memory; move detail into skills (gated)")
 def compact(session: Session, arg: str) -> None:
-    session.run_turn(prompt_text("compact"))
+    session.run_turn(prompt_text("compact"), title="/compact")
 
 
 def memory_tree(files: list[tuple[str, int]], root: str = "/") -> str:
@@ -265,6 +266,57 @@ def new(session: Session, arg: str) -> None:
     # What the model read belongs to the old conversation.
     session.memory.seen.clear()
     session.ui.info("Started a new thread.")
+
+
+@command("/context", "", "the context budget as a bar (memory, summary, recent turns, free) and the summary")
+def context(session: Session, arg: str) -> None:
+    agent = session.agent
+    shaped = agent.shape()
+    window = agent.context
+    session.ui.show_text(render_context(
+        budget=window.budget, memory=shaped.memory_tokens, summary=shaped.summary_tokens,
+        recent=shaped.recent_tokens, recent_messages=shaped.recent_messages,
+        folded=window.folding.folded, total_messages=len(agent.messages), counted=shaped.counted,
+        summary_text=compose(window.folding.text, window.folding.noted), method=window.folding.method,
+        warnings=list(agent.prompt.build().warnings)))
+
+
+def render_context(*, budget: int, memory: int, summary: int, recent: int, recent_messages: int,
+                   folded: int, total_messages: int, counted: str, summary_text: str,
+                   method: str | None, warnings: list[str], width: int = 50) -> str:
+    """The ``/context`` report: one bar, one line per part, then the running summary."""
+    free = max(budget - memory - summary - recent, 0)
+    parts = [("memory", memory, "█"), ("summary", summary, "▓"), ("recent", recent, "▒"), ("free", free, "░")]
+    total = max(budget, memory + summary + recent)
+    bar = ""
+    for _, n, ch in parts:
+        bar += ch * round(n / total * width)
+    bar = bar[:width].ljust(width, "░")
+    how = "counted by the model API" if counted == "api" else "local estimate"
+    lines = [f"Context: {memory + summary + recent:,} of {budget:,} tokens ({how})",
+             f"[{bar}]",
+             f"  █ memory   {memory:>9,}  system prompt (AGENTS.md, indexes) and tool definitions",
+             f"  ▓ summary  {summary:>9,}  {folded} earlier messages folded"
+             + (" (fallback summary: the summarising request failed)" if method == "fallback" else ""),
+             f"  ▒ recent   {recent:>9,}  {recent_messages} messages verbatim",
+             f"  ░ free     {free:>9,}",
+             f"The thread keeps all {total_messages} messages; the oldest fold into the summary when a "
+             "request would pass the budget."]
+    lines += [f"warning: {w}" for w in warnings]
+    lines.append("")
+    lines.append("Running summary:" if summary_text else "Running summary: (none yet: nothing has been folded)")
+    if summary_text:
+        lines.append(summary_text)
+    return "\n".join(lines)
+
+
+@command("/retry", "", "send the last message again (after a failed or unsatisfying turn)")
+def retry(session: Session, arg: str) -> None:
+    text = session.agent.retry_text
+    if not text:
+        session.ui.info("Nothing to retry: no message was sent in this thread yet.")
+        return
+    session.run_turn(text)
 
 
 @command("/help", "", "list the commands")

@@ -24,6 +24,7 @@ import click
 
 from memagent.agent.cli import config
 from memagent.agent.cli.common import Ctx, fail, handled
+from memagent.agent.context import DEFAULT_BUDGET, MIN_BUDGET
 from memagent.agent.loop import DEFAULT_MAX_STEPS as MAX_STEPS_DEFAULT
 from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
 
@@ -52,10 +53,14 @@ def stream_enabled() -> bool:
               help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=MAX_STEPS_DEFAULT,
               show_default=True, help="Most tool steps the agent may take in one turn.")
+@click.option("--context-budget", type=click.IntRange(min=MIN_BUDGET), default=DEFAULT_BUDGET,
+              envvar="MEMAGENT_CONTEXT_BUDGET", show_default=True, metavar="TOKENS",
+              help="Most input tokens one request may hold; older turns fold into a running summary "
+                   "(env MEMAGENT_CONTEXT_BUDGET).")
 @click.pass_obj
 @handled
 def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo: bool,
-         model_name: str | None, max_steps: int) -> None:
+         model_name: str | None, max_steps: int, context_budget: int) -> None:
     """Talk with AGENT (default: $MEMAGENT_AGENT or 'default'); it keeps what it learns.
 
     \b
@@ -108,6 +113,6 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     ])
     # Connects the MCP servers of /tools.json (failures are one-line warnings).
     session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
-                            max_steps=max_steps,
+                            max_steps=max_steps, context_budget=context_budget,
                             model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
     sys.exit(session.run())

@@ -4,7 +4,11 @@ Invariants (beyond those of ``model.base``):
 - Blocks other than text and tool_use (thinking, redacted thinking) are passed
   through whole: the API checks their signatures when they come back.
 - The request's ``system``, ``messages`` and ``tools`` are never mutated; the
-  cache breakpoint this module adds to the last tool goes on a copy.
+  cache breakpoints this module adds (the last tool, the last message's last block,
+  at most four in all with the caller's) go on copies.
+- ``count_tokens`` asks the API's token counting for the same body ``respond``
+  would send; it returns None rather than raising, and stops asking a server that
+  has no such endpoint.
 - Every failure leaves as a ``ModelError`` whose message is one line a person
   can act on; no SDK exception or traceback escapes ``respond``
   (``KeyboardInterrupt`` and exceptions raised by the caller's own callbacks
@@ -273,6 +277,39 @@ def _to_response(message: Any, fallback_model: str) -> ModelResponse:
     )
 
 
+# The API accepts at most this many cache_control breakpoints per request.
+_MAX_BREAKPOINTS = 4
+
+
+def _breakpoints(items: Any) -> int:
+    """How many ``cache_control`` marks ``items`` (blocks, messages, tools) carry."""
+    if isinstance(items, dict):
+        return ("cache_control" in items) + sum(_breakpoints(v) for k, v in items.items() if k == "content")
+    if isinstance(items, list):
+        return sum(_breakpoints(i) for i in items)
+    return 0
+
+
+def _with_message_cache_breakpoint(messages: list[dict[str, Any]], used: int) -> list[dict[str, Any]]:
+    """A copy of ``messages`` whose last block carries a breakpoint, if one is left.
+
+    The conversation so far is then read from the cache by the next request, which
+    repeats it and adds to it; tools, system prompt and running summary keep their
+    own breakpoints, so a new summary does not invalidate the memory part.
+    """
+    if used >= _MAX_BREAKPOINTS or not messages:
+        return messages
+    last = messages[-1]
+    content = last.get("content")
+    if not isinstance(content, list) or not content or not isinstance(content[-1], dict):
+        return messages
+    if content[-1].get("type") in ("thinking", "redacted_thinking"):
+        return messages
+    block = dict(content[-1])
+    block.setdefault("cache_control", {"type": "ephemeral"})
+    return [*messages[:-1], {**last, "content": [*content[:-1], block]}]
+
+
 def _with_tool_cache_breakpoint(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A copy of ``tools`` whose last definition carries an ephemeral cache breakpoint."""
     marked = list(tools)
@@ -322,6 +359,7 @@ class AnthropicModel:
         self.name = name
         self.stream = stream
         self.max_retries = max_retries
+        self._can_count = True
         try:
             base = client if client is not None else anthropic.Anthropic()
         except anthropic.AnthropicError as err:
@@ -346,15 +384,8 @@ class AnthropicModel:
 
     def respond(self, request: ModelRequest, *, on_text: TextCallback | None = None,
                 on_retry: TextCallback | None = None) -> ModelResponse:
-        params: dict[str, Any] = {
-            "model": self.name,
-            "max_tokens": request.max_tokens,
-            "messages": request.messages,
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = _with_tool_cache_breakpoint(request.tools)
+        params = self._params(request)
+        params["max_tokens"] = request.max_tokens
 
         state = _CallState(on_retry=_logged(on_retry), max_retries=self.max_retries)
         on_retry = state.on_retry
@@ -412,6 +443,38 @@ class AnthropicModel:
                             "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
                         ) from None
                     raise
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        """model, system, tools and messages as sent, with the cache breakpoints."""
+        params: dict[str, Any] = {"model": self.name}
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = _with_tool_cache_breakpoint(request.tools)
+        used = _breakpoints(params.get("system", [])) + _breakpoints(params.get("tools", [])) \
+            + _breakpoints(request.messages)
+        params["messages"] = _with_message_cache_breakpoint(request.messages, used)
+        return params
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """The request's input tokens by the API's own counting; None when it cannot say.
+
+        One short call (10 s, one retry); an endpoint the server does not have (a
+        proxy, an old gateway) is not asked again.
+        """
+        if not self._can_count:
+            return None
+        params = self._params(request)
+        try:
+            counted = self._client.with_options(timeout=10.0, max_retries=1).messages.count_tokens(**params)
+        except anthropic.NotFoundError:
+            self._can_count = False
+            return None
+        except (anthropic.AnthropicError, TypeError) as err:
+            log.info("count_tokens failed: %s", one_line(str(err)))
+            return None
+        n = getattr(counted, "input_tokens", None)
+        return n if isinstance(n, int) else None
 
     # -- helpers --------------------------------------------------------------
 

@@ -116,6 +116,14 @@ class ModelError(Exception):
         self.status = status
 
 
+class TokenCounter(Protocol):
+    """An optional capability of a model: ``count_tokens`` gives a request's input
+    tokens as the provider counts them, or None when it cannot (the core then
+    estimates). The core looks for it with ``getattr``; a model need not have it."""
+
+    def count_tokens(self, request: ModelRequest) -> int | None: ...
+
+
 class Model(Protocol):
     """A language model: ``respond`` answers one request.
 

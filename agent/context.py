@@ -1,0 +1,636 @@
+"""The context budget: what each model request may hold, and how a long thread fits in it.
+
+Sits between the loop and the model: ``ContextWindow.prepare`` takes the system
+blocks (memory), the tool definitions and the whole conversation, and returns the
+``ModelRequest`` to send. Memory is not history: the loop's message list (and the
+thread in the database) keeps every message; only the request is shaped.
+
+Invariants of every request ``prepare`` returns:
+- Its size, counted by the model's ``count_tokens`` (the Messages API's counting)
+  when the local estimate says it is near the budget, otherwise by the calibrated
+  local estimate, is at most ``budget`` minus a 10 % margin.
+- The system blocks and the tools are passed through unchanged: memory is never
+  trimmed, so their bytes only change when memory does (prompt caching holds).
+- The oldest turns are folded into a running summary, written by the model with
+  the built-in ``prompts/summary.md``; if that call fails, a deterministic fallback
+  (the first sentence of each folded message) is used and the turn goes on. Facts
+  the user asked to be noted are copied from the folded messages verbatim too.
+  The summary rides at the head of the first message, in its own block with a
+  cache breakpoint, so tools + system stay a cached prefix and the summary is
+  cached after them.
+- The messages sent start with a user turn (text, no orphan ``tool_result``) and
+  alternate; a ``tool_use`` is never sent without its ``tool_result`` nor the
+  reverse: folding happens only at the start of a user turn, and tool steps left
+  out of an oversized current turn go out as whole (call, result) pairs.
+- A single oversized tool result (or, as a last resort, any block) is cut in the
+  request with a note saying how to read the rest; the stored message is whole.
+- Folding goes down to half the budget, not just under it, so a summary is written
+  once per many turns, not on every request.
+
+Local estimate: ~3.5 characters per token for ASCII text and one token per other
+character, plus a few tokens per block; after each answer it is rescaled by the
+usage the API reported for that very request (``observe``), so it tracks the real
+tokenizer within a session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal, Protocol
+
+from memagent.agent.model import Model, ModelError, ModelRequest, Usage
+
+log = logging.getLogger("memagent.agent")
+
+# Claude's context window (tokens); the default budget is half of it, which leaves
+# room for the answer, for thinking and for counting error, and keeps requests cheap.
+DEFAULT_WINDOW = 200_000
+DEFAULT_BUDGET = DEFAULT_WINDOW // 2
+MIN_BUDGET = 2_000
+MARGIN = 0.10          # share of the budget kept free of what the counter says
+FOLD_TO = 0.5          # after folding, the request is at most this share of the budget
+NEAR = 0.8             # above this share of the limit, ask the API to count
+TOOL_RESULT_SHARE = 0.25  # one tool result may take at most this share of the limit
+SUMMARY_SHARE = 0.125     # the summary body may take at most this share of the limit
+NOTED_SHARE = 0.0625      # and the facts noted verbatim this share
+SUMMARY_OUTPUT_TOKENS = 2048
+
+Counted = Literal["api", "estimate"]
+SummaryMethod = Literal["model", "fallback"]
+
+SUMMARY_OPEN = "<conversation-summary>"
+SUMMARY_CLOSE = "</conversation-summary>"
+NOTED_HEADING = "Facts the user asked to keep (verbatim):"
+_NOTE = re.compile(
+    r"\b(note (?:this|that|down)|please note|make a note|take note|remember (?:this|that)|"
+    r"don'?t forget|do not forget|keep in mind|write (?:this|that|it) down|for the record)\b",
+    re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_NUMBERED_LINE = re.compile(r"^\s*(\d+)\t", re.MULTILINE)
+
+
+def summary_prompt() -> str:
+    files = resources.files("memagent.skills_templates")
+    return files.joinpath("prompts/summary.md").read_text("utf-8").strip()
+
+
+# -- counting ------------------------------------------------------------------------
+
+
+class TokenCounting(Protocol):
+    """The optional capability of a model: the exact size of a request, or None."""
+
+    def count_tokens(self, request: ModelRequest) -> int | None: ...
+
+
+def _text_tokens(text: str) -> float:
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return ascii_chars / 3.5 + (len(text) - ascii_chars)
+
+
+def estimate(obj: Any) -> int:
+    """Uncalibrated local estimate of the tokens ``obj`` (blocks, messages, tools) costs."""
+    total = 0.0
+
+    def walk(node: Any) -> None:
+        nonlocal total
+        if isinstance(node, str):
+            total += _text_tokens(node)
+        elif isinstance(node, dict):
+            total += 3  # block / message framing
+            for key, value in node.items():
+                if key in ("cache_control", "id", "tool_use_id", "signature"):
+                    total += 4
+                    continue
+                if key == "input":  # tool input goes as JSON text
+                    total += _text_tokens(json.dumps(value, ensure_ascii=False))
+                    continue
+                walk(value)
+        elif isinstance(node, list | tuple):
+            for item in node:
+                walk(item)
+        elif node is not None:
+            total += 1
+
+    walk(obj)
+    return int(total) + 1
+
+
+class Counter:
+    """Request sizes: the calibrated local estimate, or the API's count near the limit."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.factor = 1.0
+        self._cache: dict[int, tuple[Any, int]] = {}
+        self.last_source: Counted = "estimate"
+
+    def raw(self, obj: Any) -> int:
+        """Uncalibrated estimate; messages (never mutated by the loop) are memoised by identity."""
+        key = id(obj)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        n = estimate(obj)
+        if isinstance(obj, dict):
+            if len(self._cache) > 50_000:
+                self._cache.clear()
+            self._cache[key] = (obj, n)
+        return n
+
+    def scaled(self, raw: int) -> int:
+        return int(raw * self.factor) + 1
+
+    def messages(self, messages: Sequence[dict[str, Any]]) -> int:
+        return self.scaled(sum(self.raw(m) for m in messages))
+
+    def request_raw(self, request: ModelRequest) -> int:
+        return (self.raw_list(request.system) + self.raw_list(request.tools)
+                + sum(self.raw(m) for m in request.messages))
+
+    def raw_list(self, items: Sequence[dict[str, Any]]) -> int:
+        return sum(self.raw(i) for i in items)
+
+    def count(self, request: ModelRequest, limit: int) -> tuple[int, Counted]:
+        """The size of ``request``; the API counts it when the estimate is near ``limit``."""
+        est = self.scaled(self.request_raw(request))
+        self.last_source = "estimate"
+        if est < limit * NEAR:
+            return est, "estimate"
+        exact = self.api_count(request)
+        if exact is None:
+            return est, "estimate"
+        self.last_source = "api"
+        return exact, "api"
+
+    def api_count(self, request: ModelRequest) -> int | None:
+        counter = getattr(self.model, "count_tokens", None)
+        if counter is None:
+            return None
+        try:
+            n = counter(request)
+        except ModelError:
+            return None
+        if isinstance(n, int) and n > 0:
+            raw = self.request_raw(request)
+            if raw:
+                self._learn(n / raw)
+            return n
+        return None
+
+    def observe(self, request: ModelRequest, usage: Usage) -> None:
+        """Rescale the estimate by what the API reported for ``request``."""
+        actual = usage.total_input_tokens
+        raw = self.request_raw(request)
+        if actual > 0 and raw > 0:
+            self._learn(actual / raw)
+
+    def _learn(self, ratio: float) -> None:
+        ratio = min(max(ratio, 0.5), 3.0)
+        # Up at once (an underestimate risks the budget), down slowly.
+        self.factor = ratio if ratio > self.factor else 0.8 * self.factor + 0.2 * ratio
+
+
+# -- shaping one request --------------------------------------------------------------
+
+
+def is_turn_start(message: dict[str, Any]) -> bool:
+    """A user message that opens a turn: it has text and answers no tool call."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return bool(content)
+    if not isinstance(content, list):
+        return False
+    blocks = [b for b in content if isinstance(b, dict)]
+    return (any(b.get("type") == "text" for b in blocks)
+            and not any(b.get("type") == "tool_result" for b in blocks))
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [dict(b) for b in content]
+
+
+def _tool_inputs(messages: Sequence[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for m in messages:
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list):
+            for b in m["content"]:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    args = b.get("input")
+                    out[str(b.get("id"))] = (str(b.get("name")), args if isinstance(args, dict) else {})
+    return out
+
+
+def _result_text(block: dict[str, Any]) -> str | None:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return "\n".join(str(b.get("text", "")) for b in content)
+    return None
+
+
+def cut_note(shown: str, total: int, call: tuple[str, dict[str, Any]] | None) -> str:
+    """The note after a tool result cut to fit: how much is shown and how to read on."""
+    head = (f"\n\n[cut to fit the context budget: {len(shown):,} of {total:,} characters shown; "
+            "the whole result is kept in the thread.")
+    if call is not None and call[0] == "read_file":
+        lines = _NUMBERED_LINE.findall(shown)
+        last = int(lines[-1]) if lines else 0
+        path = call[1].get("file_path", "?")
+        return head + f" Read on with read_file(file_path={json.dumps(path)}, offset={last}).]"
+    if call is not None:
+        return head + f" Run {call[0]} again with a narrower query, path or limit to see the rest.]"
+    return head + "]"
+
+
+def _cut_text(text: str, keep: int) -> str:
+    """``text`` cut to about ``keep`` characters, at a line end when one is near."""
+    cut = text[:keep]
+    nl = cut.rfind("\n")
+    return cut[:nl] if nl > keep * 0.8 else cut
+
+
+@dataclass
+class Shaped:
+    """What ``prepare`` decided for one request (``/context`` shows the same figures)."""
+
+    request: ModelRequest
+    tokens: int
+    counted: Counted
+    memory_tokens: int
+    summary_tokens: int
+    recent_tokens: int
+    recent_messages: int
+    elided_steps: int = 0
+
+
+@dataclass
+class Folding:
+    """The running summary of a thread: it stands for ``messages[:folded]``."""
+
+    folded: int = 0
+    text: str = ""
+    noted: list[str] = field(default_factory=list)
+    method: SummaryMethod | None = None
+
+
+# -- summaries ------------------------------------------------------------------------
+
+
+def noted_facts(messages: Sequence[dict[str, Any]], limit_chars: int = 400) -> list[str]:
+    """Sentences in user turns that ask for something to be noted, with the sentence after."""
+    out: list[str] = []
+    for m in messages:
+        if not is_turn_start(m):
+            continue
+        for b in _blocks(m["content"]):
+            if b.get("type") != "text":
+                continue
+            text = str(b.get("text", ""))
+            if not _NOTE.search(text):
+                continue
+            sentences = _SENTENCE.split(" ".join(text.split()))
+            for i, s in enumerate(sentences):
+                if _NOTE.search(s):
+                    fact = s
+                    if (s.rstrip().endswith(":") or len(s) < 60) and i + 1 < len(sentences):
+                        fact += " " + sentences[i + 1]
+                    fact = fact.strip()
+                    if len(fact) > limit_chars:
+                        fact = fact[: limit_chars - 1] + "…"
+                    if fact not in out:
+                        out.append(fact)
+    return out
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    first = _SENTENCE.split(text, maxsplit=1)[0] if text else ""
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def fallback_summary(previous: str, messages: Sequence[dict[str, Any]], max_chars: int) -> str:
+    """The deterministic summary: the previous one, then the first sentence of each message."""
+    lines = [ln for ln in previous.splitlines() if ln.strip()] if previous else []
+    if not lines or not lines[0].startswith("(Automatic summary"):
+        lines = ["(Automatic summary: the first sentence of each earlier message.)"] + lines
+    for m in messages:
+        texts = [str(b.get("text", "")) for b in _blocks(m["content"]) if b.get("type") == "text"]
+        calls = [str(b.get("name")) for b in _blocks(m["content"]) if b.get("type") == "tool_use"]
+        text = _first_sentence(" ".join(texts))
+        if text:
+            lines.append(f"- {m['role']}: {text}")
+        if calls:
+            lines.append(f"- {m['role']} called: {', '.join(calls)}")
+    # Keep the newest lines that fit (and the heading).
+    head, body = lines[0], lines[1:]
+    size = len(head)
+    kept: list[str] = []
+    for line in reversed(body):
+        if size + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join([head, *reversed(kept)])
+
+
+def transcript(messages: Sequence[dict[str, Any]], result_chars: int = 2000) -> list[str]:
+    """The messages as plain text pieces for the summariser (one piece per message)."""
+    pieces: list[str] = []
+    calls = _tool_inputs(messages)
+    for m in messages:
+        who = "User" if m["role"] == "user" else "Assistant"
+        parts: list[str] = []
+        for b in _blocks(m["content"]):
+            kind = b.get("type")
+            if kind == "text" and str(b.get("text", "")).strip():
+                parts.append(str(b["text"]).strip())
+            elif kind == "tool_use":
+                args = json.dumps(b.get("input") or {}, ensure_ascii=False)
+                parts.append(f"[tool call {b.get('name')}: {args[:500]}]")
+            elif kind == "tool_result":
+                text = _result_text(b) or "(non-text result)"
+                name = calls.get(str(b.get("tool_use_id")), ("tool", {}))[0]
+                more = f" … ({len(text):,} characters in all)" if len(text) > result_chars else ""
+                parts.append(f"[{name} result{' (error)' if b.get('is_error') else ''}: "
+                             f"{text[:result_chars]}{more}]")
+        if parts:
+            pieces.append(f"{who}: " + "\n".join(parts))
+    return pieces
+
+
+def compose(body: str, noted: Sequence[str]) -> str:
+    """The stored summary text: the body, then the noted facts."""
+    if not noted:
+        return body
+    return body + "\n\n" + NOTED_HEADING + "\n" + "\n".join(f"- {f}" for f in noted)
+
+
+def split_stored(text: str) -> tuple[str, list[str]]:
+    """Inverse of ``compose``."""
+    body, sep, rest = text.partition("\n\n" + NOTED_HEADING + "\n")
+    if not sep:
+        return text, []
+    return body, [ln[2:] for ln in rest.splitlines() if ln.startswith("- ")]
+
+
+# -- the window ----------------------------------------------------------------------------
+
+
+Notice = Callable[[str], None]
+
+
+class ContextWindow:
+    """Keeps one conversation's requests under ``budget`` tokens (see the module docstring)."""
+
+    def __init__(self, model: Model, *, budget: int = DEFAULT_BUDGET) -> None:
+        self.model = model
+        self.budget = budget
+        self.counter = Counter(model)
+        self.folding = Folding()
+        self.spent = Usage()  # usage of summarising calls, drained by the loop
+        self.last: Shaped | None = None
+        self.conversation_path: str | None = None
+
+    @property
+    def limit(self) -> int:
+        """What the counter may say a request holds: the budget less the margin."""
+        return max(int(self.budget * (1 - MARGIN)), 1)
+
+    def reset(self, folding: Folding | None = None) -> None:
+        self.folding = folding or Folding()
+        self.last = None
+
+    # -- the request --------------------------------------------------------------------
+
+    def prepare(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+                messages: list[dict[str, Any]], *, max_tokens: int,
+                on_fold: Callable[[Folding, int], None] | None = None,
+                notice: Notice | None = None) -> Shaped:
+        """The request for ``messages`` under the budget (may fold turns into the summary).
+
+        ``on_fold(folding, folded_before)`` is told about a new summary (to store it);
+        ``notice`` gets one line for the person when turns are folded.
+        """
+        limit = self.limit
+        shaped = self._shape(system, tools, messages, max_tokens, self.folding.folded)
+        if shaped.tokens > limit:
+            start = self._fold_point(system, tools, messages, limit)
+            if start > self.folding.folded:
+                before = self.folding.folded
+                self._fold(messages, start, limit)
+                if on_fold is not None:
+                    on_fold(self.folding, before)
+                if notice is not None:
+                    notice(f"context: {start - before} earlier messages folded into the running summary "
+                           f"to stay under the {self.budget:,}-token budget (/context shows it)")
+                shaped = self._shape(system, tools, messages, max_tokens, self.folding.folded)
+            if shaped.tokens > limit:
+                shaped = self._squeeze(system, tools, messages, max_tokens, limit)
+        self.last = shaped
+        return shaped
+
+    def _summary_block(self, elided: list[str]) -> dict[str, Any] | None:
+        f = self.folding
+        if not f.text and not elided:
+            return None
+        parts = [SUMMARY_OPEN]
+        if f.text:
+            where = f" (the whole thread is {self.conversation_path})" if self.conversation_path else ""
+            parts.append(f"Summary of the {f.folded} earlier messages of this conversation, folded to fit the "
+                         f"context budget{where}:")
+            parts.append(compose(f.text, f.noted))
+        if elided:
+            parts.append(f"{len(elided)} earlier tool steps of the current turn are left out here to fit the "
+                         "budget (their results are kept in the thread; run a tool again if you need one): "
+                         + "; ".join(elided))
+        parts.append(SUMMARY_CLOSE)
+        return {"type": "text", "text": "\n".join(parts), "cache_control": {"type": "ephemeral"}}
+
+    def _shape(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+               messages: list[dict[str, Any]], max_tokens: int, start: int,
+               elide: int = 0, squeeze: dict[tuple[int, int], int] | None = None) -> Shaped:
+        """The request for ``messages[start:]``: summary at the head, big results cut.
+
+        ``elide`` leaves out that many (call, result) steps after the current turn's
+        first message; ``squeeze`` cuts block (message, block) to so many characters.
+        """
+        recent = list(messages[start:])
+        elided: list[str] = []
+        if elide:
+            # recent[0] opens the current turn; steps are (assistant, user) pairs after it.
+            dropped = recent[1 : 1 + 2 * elide]
+            for m in dropped:
+                if m["role"] == "assistant":
+                    elided += [f"{b.get('name')}" for b in _blocks(m["content"]) if b.get("type") == "tool_use"]
+            recent = recent[:1] + recent[1 + 2 * elide :]
+        calls = _tool_inputs(recent)
+        cap = max(int(self.limit * TOOL_RESULT_SHARE / max(self.counter.factor, 0.1) * 3.5), 2000)
+        out: list[dict[str, Any]] = []
+        for i, m in enumerate(recent):
+            content = m["content"]
+            changed = False
+            blocks = _blocks(content)
+            for j, b in enumerate(blocks):
+                limit_chars = (squeeze or {}).get((i, j))
+                if b.get("type") == "tool_result":
+                    text = _result_text(b)
+                    keep = min(cap, limit_chars) if limit_chars is not None else cap
+                    if text is not None and len(text) > keep:
+                        shown = _cut_text(text, keep)
+                        b["content"] = shown + cut_note(shown, len(text), calls.get(str(b.get("tool_use_id"))))
+                        changed = True
+                elif b.get("type") == "text" and limit_chars is not None:
+                    text = str(b.get("text", ""))
+                    if len(text) > limit_chars:
+                        shown = _cut_text(text, limit_chars)
+                        b["text"] = (shown + f"\n\n[cut to fit the context budget: {len(shown):,} of "
+                                     f"{len(text):,} characters shown; the whole message is kept in the thread]")
+                        changed = True
+            out.append({"role": m["role"], "content": blocks} if changed else m)
+        block = self._summary_block(elided)
+        summary_tokens = 0
+        if block is not None and out:
+            head = out[0]
+            out[0] = {"role": head["role"], "content": [block, *_blocks(head["content"])]}
+            summary_tokens = self.counter.scaled(self.counter.raw(block))
+        request = ModelRequest(system=system, messages=out, tools=tools, max_tokens=max_tokens)
+        tokens, counted = self.counter.count(request, self.limit)
+        memory = self.counter.scaled(self.counter.raw_list(system) + self.counter.raw_list(tools))
+        return Shaped(request, tokens, counted, memory, summary_tokens,
+                      max(tokens - memory - summary_tokens, 0), len(recent), len(elided))
+
+    def _fold_point(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+                    messages: list[dict[str, Any]], limit: int) -> int:
+        """The first message to keep verbatim: the earliest turn start that leaves the
+        request at ``FOLD_TO`` of the budget (or the current turn's start)."""
+        fixed = self.counter.scaled(self.counter.raw_list(system) + self.counter.raw_list(tools))
+        reserve = int(limit * (SUMMARY_SHARE + NOTED_SHARE))
+        target = max(int(self.budget * FOLD_TO) - fixed - reserve, 0)
+        starts = [i for i in range(self.folding.folded + 1, len(messages)) if is_turn_start(messages[i])]
+        if not starts:
+            return self.folding.folded
+        suffix = 0
+        tail: dict[int, int] = {}
+        for i in range(len(messages) - 1, self.folding.folded - 1, -1):
+            suffix += self.counter.raw(messages[i])
+            tail[i] = self.counter.scaled(suffix)
+        for i in starts:
+            if tail[i] <= target:
+                return i
+        return starts[-1]
+
+    def _squeeze(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+                 messages: list[dict[str, Any]], max_tokens: int, limit: int) -> Shaped:
+        """The current turn alone is over the limit: leave out its older tool steps,
+        then cut its biggest blocks, until the request fits."""
+        start = self.folding.folded
+        recent = messages[start:]
+        steps = max((len(recent) - 2) // 2, 0)  # keep the opening message and the last step
+        shaped = self._shape(system, tools, messages, max_tokens, start)
+        elide = 0
+        while shaped.tokens > limit and elide < steps:
+            elide = min(steps, max(elide * 2, 1))
+            shaped = self._shape(system, tools, messages, max_tokens, start, elide=elide)
+        squeeze: dict[tuple[int, int], int] = {}
+        for _ in range(8):
+            if shaped.tokens <= limit:
+                break
+            sent = shaped.request.messages
+            sizes = []
+            for i, m in enumerate(sent):
+                for j, b in enumerate(_blocks(m["content"])):
+                    text = b.get("text") if b.get("type") == "text" else _result_text(b)
+                    if isinstance(text, str) and not text.startswith(SUMMARY_OPEN):
+                        # Index into the unsummarised message: the summary block shifts the head by one.
+                        jj = j - 1 if i == 0 and shaped.summary_tokens else j
+                        sizes.append((len(text), i, jj))
+            if not sizes:
+                break
+            size, i, j = max(sizes)
+            over_chars = int((shaped.tokens - limit) * 3.5 / max(self.counter.factor, 0.1)) + 200
+            squeeze[(i, j)] = max(size - over_chars - size // 8, 200)
+            shaped = self._shape(system, tools, messages, max_tokens, start, elide=elide, squeeze=squeeze)
+        if shaped.tokens > limit:
+            log.warning("request of %d tokens is over the %d-token limit even after folding", shaped.tokens, limit)
+        return shaped
+
+    # -- folding ------------------------------------------------------------------------
+
+    def _fold(self, messages: list[dict[str, Any]], start: int, limit: int) -> None:
+        f = self.folding
+        chunk = messages[f.folded : start]
+        noted = list(f.noted)
+        for fact in noted_facts(chunk):
+            if fact not in noted:
+                noted.append(fact)
+        noted_cap = int(limit * NOTED_SHARE * 3.5)
+        while noted and sum(len(n) + 3 for n in noted) > noted_cap:
+            noted.pop()  # the newest go first: the oldest are the ones a reader cannot find nearby
+        body_cap = int(limit * SUMMARY_SHARE * 3.5)
+        body, method = self._summarise(f.text, chunk, limit, body_cap)
+        self.folding = Folding(start, body, noted, method)
+
+    def _summarise(self, previous: str, chunk: list[dict[str, Any]], limit: int,
+                   body_cap: int) -> tuple[str, SummaryMethod]:
+        """A new summary body from the previous one and ``chunk``: the model's, or the fallback."""
+        pieces = transcript(chunk)
+        # What one summarising request may carry besides the instructions and the previous summary.
+        room = max(int((limit - SUMMARY_OUTPUT_TOKENS) * 3.0) - len(previous) - len(summary_prompt()), 2000)
+        batches: list[str] = []
+        current = ""
+        for piece in pieces:
+            while len(piece) > room:  # a message bigger than one request: in parts
+                if current:
+                    batches.append(current)
+                    current = ""
+                batches.append(piece[:room])
+                piece = piece[room:]
+            if current and len(current) + len(piece) + 2 > room:
+                batches.append(current)
+                current = ""
+            current += piece + "\n\n"
+        if current:
+            batches.append(current)
+        body = previous
+        try:
+            for batch in batches:
+                body = self._ask(body, batch, body_cap)
+        except ModelError as err:
+            log.info("summary request failed (%s); using the fallback summary", err)
+            return fallback_summary(previous, chunk, body_cap), "fallback"
+        return body, "model"
+
+    def _ask(self, previous: str, batch: str, body_cap: int) -> str:
+        prompt = summary_prompt().replace("{max_words}", str(max(body_cap // 6, 100)))
+        text = (f"<previous-summary>\n{previous or '(none yet: this is the start of the conversation)'}\n"
+                f"</previous-summary>\n\n<new-messages>\n{batch}</new-messages>\n\n"
+                "Write the updated summary now.")
+        request = ModelRequest(system=[{"type": "text", "text": prompt}],
+                               messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
+                               tools=[], max_tokens=SUMMARY_OUTPUT_TOKENS)
+        response = self.model.respond(request)
+        self.spent.add(response.usage)
+        answer = response.text.strip()
+        if not answer:
+            raise ModelError("the summary request came back without text")
+        if len(answer) > body_cap:
+            answer = answer[: body_cap - 1] + "…"
+        return answer
+
+    # -- reporting ------------------------------------------------------------------------
+
+    def report(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+               messages: list[dict[str, Any]], max_tokens: int) -> Shaped:
+        """The figures of the request that would be sent now (nothing is folded)."""
+        return self._shape(system, tools, messages, max_tokens, self.folding.folded)
