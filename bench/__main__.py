@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
-from bench.run import main
+import sys
+
+if sys.argv[1:2] == ["context"]:
+    # ``python -m bench context``: the context-budget and episodic-memory figures.
+    from bench.context import main as context_main
+
+    raise SystemExit(context_main(sys.argv[2:]))
+
+from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())
