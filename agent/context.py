@@ -67,8 +67,8 @@ SUMMARY_OPEN = "<conversation-summary>"
 SUMMARY_CLOSE = "</conversation-summary>"
 NOTED_HEADING = "Facts the user asked to keep (verbatim):"
 _NOTE = re.compile(
-    r"\b(note (?:this|that|down)|please note|make a note|take note|remember (?:this|that)|"
-    r"don'?t forget|do not forget|keep in mind|write (?:this|that|it) down|for the record)\b",
+    r"\b(note|remember|memori[sz]e|don'?t forget|do not forget|keep in mind|write (?:this|that|it) down|"
+    r"for the record|jot (?:this|that|it) down)\b",
     re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _NUMBERED_LINE = re.compile(r"^\s*(\d+)\t", re.MULTILINE)
