@@ -24,8 +24,9 @@ Invariants:
   as recent SDKs send the API key) gets 401 ``authentication_error``, like the
   real API; ``require_key`` makes a wrong key a 401 too.
 - Usage numbers are plausible: input tokens ~ request size / 4, and prompt
-  caching is simulated: the longest prefix ending at a ``cache_control``
-  breakpoint that an earlier request also marked is a cache read, the rest up
+  caching is simulated: the longest prefix, ending at a ``cache_control``
+  breakpoint or up to 20 blocks before one, that an earlier request marked is
+  a cache read (by content: where the marks sit does not matter), the rest up
   to the last breakpoint a cache write.
 - ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` with the
   same N the usage of that request would total, without using a script item;
@@ -333,18 +334,27 @@ class FakeMessagesAPI:
         segments = self._segments(body)
         marks = [i for i, seg in enumerate(segments) if isinstance(seg, dict) and "cache_control" in seg]
 
+        # The cache key is the content: where the breakpoints sit is not part of it.
+        plain = [
+            {k: v for k, v in seg.items() if k != "cache_control"} if isinstance(seg, dict) else seg
+            for seg in segments
+        ]
+
         def digest(end: int) -> str:
             return hashlib.sha256(
-                json.dumps([body.get("model"), segments[: end + 1]], sort_keys=True).encode()
+                json.dumps([body.get("model"), plain[: end + 1]], sort_keys=True).encode()
             ).hexdigest()
 
-        # Like the API: the longest prefix ending at a breakpoint that was cached
-        # before is read; the part up to the last breakpoint is written.
+        # Like the API: at each breakpoint, and up to 20 blocks before it, the
+        # longest prefix cached by an earlier request is read; what lies between
+        # it and the last breakpoint is written.
         read_end = -1
         with self._lock:
-            for end in reversed(marks):
-                if digest(end) in self._cached_prefixes:
-                    read_end = end
+            for mark in reversed(marks):
+                hit = next((end for end in range(mark, max(mark - 21, -1), -1)
+                            if digest(end) in self._cached_prefixes), -1)
+                if hit >= 0:
+                    read_end = hit
                     break
             for end in marks:
                 self._cached_prefixes.add(digest(end))
