@@ -42,6 +42,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench.corpus import COMMON, RARE, REGEX, REGEX_NO_LITERAL, Corpus, generate
+from bench.startup import keep_section
 from memagent.vfs import SqlStore, open_store
 
 SCOPE = "agent:bench"
@@ -542,7 +543,10 @@ def main(argv: list[str] | None = None) -> int:
                  args)
     print(doc)
     if args.out != "-":
-        Path(args.out).write_text(doc, encoding="utf-8")
+        out = Path(args.out)
+        # The start-up section is bench/startup.py's: keep it.
+        old = out.read_text("utf-8") if out.exists() else ""
+        out.write_text(keep_section(old, doc), encoding="utf-8")
         print(f"\n(written to {args.out})", file=sys.stderr)
     return 0
 

@@ -9,11 +9,16 @@ application configures logging. This package never imports ``memagent.agent``.
 
 from __future__ import annotations
 
-from memagent.vfs.db import connect
+from memagent.vfs.db import connect, require_existing
 from memagent.vfs.store import SqlStore, Store, Validator
 
 
-def open_store(url: str, *, validator: Validator | None = None, migrate: bool = True) -> SqlStore:
+def open_store(url: str, *, validator: Validator | None = None, migrate: bool = True,
+               create: bool = True) -> SqlStore:
+    """``create=False`` refuses a SQLite file that does not exist (``DatabaseUnavailable``)
+    instead of creating it and its folder: for commands that only read."""
+    if not create:
+        require_existing(url)
     return SqlStore(connect(url, migrate=migrate), validator=validator)
 
 

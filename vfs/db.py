@@ -152,13 +152,13 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 
 def upgrade(engine: Engine) -> str | None:
     """Apply migrations up to head; return the revision found before (None = empty)."""
-    from alembic import command
-    from alembic.config import Config
-
     before = current_revision(engine)
     if before == HEAD:
         log.debug("schema is at revision %s (head)", HEAD)
         return before
+    # Alembic (~0.3 s to import) only when there is something to migrate.
+    from alembic import command
+    from alembic.config import Config
     with _migration_lock(engine):
         # Another process may have migrated while this one waited for the lock.
         before = current_revision(engine)
@@ -179,6 +179,26 @@ def upgrade(engine: Engine) -> str | None:
             raise MigrationFailed(before, reason) from exc
         log.info("schema migrated to %s", HEAD)
     return before
+
+
+class DatabaseMissing(DatabaseUnavailable):
+    """A SQLite database file that does not exist (and was not to be created)."""
+
+
+def require_existing(url: str) -> None:
+    """Refuse a SQLite URL whose file does not exist, creating nothing (other URLs pass:
+    a server database that is missing fails when it is opened)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # ``create`` reports a malformed URL
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return
+    if not Path(parsed.database).expanduser().is_file():
+        raise DatabaseMissing(
+            f"no database at {parsed.database} yet; create one with `memagent init AGENT` "
+            "(or point --db / MEMAGENT_DB at an existing one)"
+        )
 
 
 def connect(url: str, *, migrate: bool = True) -> Engine:

@@ -49,6 +49,7 @@ from memagent.agent.model.base import (
     Usage,
     one_line,
 )
+from memagent.agent.model.startup import api_key_configured  # re-exported: checked before the SDK loads
 
 __all__ = ["DEFAULT_MODEL", "AnthropicModel", "api_key_configured"]
 
@@ -236,8 +237,10 @@ def _status_error_message(
     detail = f": {message}" if message else ""
     # "and 5 attempts failed" only when the SDK actually retried.
     tried = f" and {attempts} attempts failed" if attempts > 1 else ""
+    # The HTTP status decides; the error type only when the status says less (an
+    # HTTP 500 whose body says "overloaded_error" is still reported as a 500).
     for code, kind, text in _STATUS_MESSAGES:
-        if status == code or err_type == kind:
+        if status == code or (err_type == kind and status < 500):
             return text.format(tried=tried, detail=detail, credential=_credential_var(), model=model)
     if status >= 500 or err_type in ("api_error", "timeout_error"):
         shown = status if status >= 500 else 500
@@ -559,8 +562,3 @@ def _connection_cause(err: anthropic.APIConnectionError) -> str:
     return text or "connection error"
 
 
-def api_key_configured() -> bool:
-    """True when the SDK will find a static credential in the environment."""
-    return any(
-        os.environ.get(var, "").strip() for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-    )
