@@ -7,6 +7,9 @@ Invariant: a user mistake never prints a traceback; ``run`` turns known errors i
 from __future__ import annotations
 
 import functools
+import os
+import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -16,33 +19,111 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.errors import VfsError
+from memagent.vfs.db import DatabaseMissing
+from memagent.vfs.errors import AgentNotFound, VfsError
 from memagent.vfs.scopes import AgentView
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Ctx:
-    """Lazily opened store, shared by the commands of one invocation."""
+    """Lazily opened store, shared by the commands of one invocation.
 
-    def __init__(self, db: str | None) -> None:
+    ``store`` creates a missing SQLite database (for ``init``, ``db upgrade``,
+    ``import``); ``existing_store`` and ``view`` refuse one, creating nothing: a
+    command on an agent's memory cannot succeed on a database that is not there.
+    """
+
+    def __init__(self, db: str | None, agent: str | None = None) -> None:
         self.db_option = db
+        self.agent_option = agent  # ``memagent -a AGENT <command>``
         self._store: SqlStore | None = None
 
     @property
     def url(self) -> str:
         return config.db_url(self.db_option)
 
-    @property
-    def store(self) -> SqlStore:
+    def open(self, *, create: bool) -> SqlStore:
         if self._store is None:
-            self._store = open_store(self.url)
+            self._store = open_store(self.url, create=create)
         return self._store
 
+    @property
+    def store(self) -> SqlStore:
+        return self.open(create=True)
+
+    @property
+    def existing_store(self) -> SqlStore:
+        return self.open(create=False)
+
+    def agent_name(self, agent: str | None) -> str:
+        """The sub-command's agent, the group's ``-a``, ``MEMAGENT_AGENT``, ``memagent use``;
+        else the only agent there is; else ``default``."""
+        chosen = config.chosen_agent(agent or self.agent_option)
+        if chosen is not None:
+            return chosen[0]
+        names = self.existing_store.list_agents()
+        if len(names) == 1:
+            return names[0]
+        if len(names) > 1 and config.DEFAULT_AGENT not in names:
+            shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+            raise VfsError(f"which agent? there are {len(names)} ({shown}); pick one with "
+                           "`memagent use AGENT` or -a AGENT")
+        return config.DEFAULT_AGENT
+
     def view(self, agent: str | None) -> AgentView:
-        name = config.agent_name(agent)
-        self.store.require_agent(name)
-        return AgentView(self.store, name, user=config.user_id(), org=config.org_id())
+        chosen = config.chosen_agent(agent or self.agent_option)
+        try:
+            store = self.existing_store
+        except DatabaseMissing:
+            if chosen is None:
+                raise
+            # No database yet: the agent is what is missing, and init creates both.
+            raise AgentNotFound(f"no agent named {chosen[0]!r}; create it with `memagent init {chosen[0]}` "
+                                "or list agents with `memagent agents`") from None
+        name = self.agent_name(agent)
+        store.require_agent(name)
+        return AgentView(store, name, user=config.user_id(), org=config.org_id())
+
+
+def program() -> tuple[str, str | None]:
+    """How to type this ``memagent`` again from this shell, and the command that puts it
+    on PATH (a virtualenv's ``activate``) when it is not there already."""
+    argv0 = sys.argv[0]
+    if os.path.basename(argv0) != "memagent":
+        return "memagent", None  # started some other way (python -m ...)
+    on_path = shutil.which("memagent")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(argv0):
+        return "memagent", None
+    full = os.path.abspath(argv0)
+    rel = os.path.relpath(full)
+    shown = full if rel.startswith("..") else rel if "/" in rel else "./" + rel
+    activate = os.path.join(os.path.dirname(shown), "activate")
+    return shlex.quote(shown), (f"source {shlex.quote(activate)}" if os.path.isfile(activate) else None)
+
+
+# Errors written for the model name its tool parameters; a person at the command line
+# gets the same advice in the CLI's words (longest phrases first).
+CLI_WORDS: tuple[tuple[str, str], ...] = (
+    ("pass fixed_strings=true", "pass -F"),
+    ("fixed_strings=true", "-F"),
+    ("set replace_all to replace every occurrence", "pass --all to replace every occurrence"),
+    ("old_string and new_string", "OLD_STRING and NEW_STRING"),
+    ("old_string", "OLD_STRING"),
+    ("new_string", "NEW_STRING"),
+    ("use write_file to rewrite a file", "use `memagent fs write` to rewrite a file"),
+    ("Read a hit with read_file", "Read a hit with `memagent fs cat PATH`"),
+    ("read_file it first", "read it first (`memagent fs cat`)"),
+    ("output_mode", "--mode"),
+    ("case_insensitive=true", "-i"),
+)
+
+
+def cli_words(message: str) -> str:
+    """``message`` with the model's tool parameters replaced by the CLI's options."""
+    for model_word, cli_word in CLI_WORDS:
+        message = message.replace(model_word, cli_word)
+    return message
 
 
 def fail(message: str) -> NoReturn:
@@ -59,7 +140,7 @@ def handled(fn: F) -> F:
             return fn(*args, **kwargs)
         except VfsError as exc:
             # Validation errors carry a summary line plus one line per problem.
-            fail(str(exc))
+            fail(cli_words(str(exc)))
         except SQLAlchemyError as exc:
             # The database went away or refused mid-command (connection errors at
             # start are already DatabaseUnavailable): one line, not a traceback.
@@ -74,7 +155,7 @@ def handled(fn: F) -> F:
 
 agent_option = click.option(
     "--agent", "-a", "agent", default=None, metavar="AGENT",
-    help="Agent whose memory to use (default: $MEMAGENT_AGENT or 'default').",
+    help="Agent whose memory to use (default: $MEMAGENT_AGENT, then `memagent use`, then the only agent).",
 )
 
 

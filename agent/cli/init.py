@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memagent.agent.cli import templates
-from memagent.agent.cli.common import Ctx, handled
+from memagent.agent.cli.common import Ctx, handled, program
 
 
 @click.command()
@@ -21,7 +21,10 @@ def init(ctx: Ctx, agent: str, template: str) -> None:
     n = len(start)
     click.echo(f"created agent {agent!r} from template {template!r} "
                f"({n} file{'s' if n != 1 else ''}) in {ctx.url}")
-    click.echo(f"next: memagent chat {agent}   (or: memagent fs ls --agent {agent})")
+    prog, activate = program()
+    click.echo(f"next: {prog} chat {agent}   (or: {prog} fs ls --agent {agent})")
+    if activate:
+        click.echo(f"      (`{activate}` first lets you type plain `memagent`)")
 
 
 @click.command("templates")
@@ -38,10 +41,11 @@ def templates_cmd() -> None:
 @handled
 def agents_cmd(ctx: Ctx) -> None:
     """List the agents in the database."""
-    names = ctx.store.list_agents()
+    store = ctx.existing_store  # listing creates nothing
+    names = store.list_agents()
     if not names:
         click.echo("No agents yet; create one with `memagent init NAME`.")
         return
     for name in names:
-        n = len(ctx.store.all_files(f"agent:{name}"))
+        n = len(store.all_files(f"agent:{name}"))
         click.echo(f"{name}  ({n} file{'s' if n != 1 else ''})")
