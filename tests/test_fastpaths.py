@@ -317,8 +317,11 @@ def _required_holds(req: Req, text: str) -> bool:
 FRAGMENTS = ["a", "b", "k", "K", "s", "ab", "abc", "kab", "\n", ".", r"\s", r"\w", r"\d",
              "^", "$", r"\b", r"\A", r"\Z", "a*", "b+", "(?:ab|ba)", "(a|bc)", "[^a]", "[a-c]",
              "(?=a)", "(?<!b)", "(?>a*)", "a*+", "(?i:k)", "(?-m:$)", "(?s:.)", r"\1", "x?",
-             "\u212a", "ſ", "é", "É"]
-TEXT = st.text(alphabet="abkKsSxé É\n\t\u212aſ1", max_size=40)
+             "\u212a", "ſ", "é", "É",
+             # what the exact RE2 translation (regexfilter.linear) must get right
+             "ß", "İ", "ı", "[à-ÿ]", r"[\wé]", "(?i:é)", "(?i:[é-ë])", "(?i:[^é])", r"(?a:\b)", r"\W",
+             "(?:a|é){1,3}", r"\B", "\x85", r"(?-m:^)", "a+?", "x{0}", "(?:^)*", r"[\d-]"]
+TEXT = st.text(alphabet="abkKsSxé É\n\t\u212aſ1ßİı\x85", max_size=40)
 
 
 @st.composite

@@ -5,13 +5,23 @@ class, ``**`` as a whole segment matches zero or more segments, ``{a,b}`` expand
 before matching. A pattern without ``/`` matches the basename at any depth (so
 ``*.md`` finds every Markdown file); a pattern with ``/`` is anchored at the base
 directory. Matching is case-sensitive, like the paths themselves.
+
+``glob_matcher`` is what the store matches with: runs of ``**`` segments collapse
+to one (``**/**`` matches exactly what ``**`` does), and the pattern runs on RE2,
+which takes time linear in the path whatever the pattern, through the exact
+translation of ``regexfilter.linear`` (the same Python regex, so the same answer).
+``compile_glob`` keeps the plain Python regex: the reference the tests compare
+with, which can backtrack for minutes on ``*a*a*a*a*b`` over a long name.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
+from memagent.vfs import regexfilter
 from memagent.vfs.errors import InvalidPattern
 
 MAX_BRACE_EXPANSIONS = 256
@@ -101,19 +111,70 @@ def _single_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=256)
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """A regex matched against paths relative to the base directory (no leading ``/``)."""
+def _glob_regex(pattern: str, collapse: bool) -> re.Pattern[str]:
     alts = []
     for p in expand_braces(pattern):
-        body = _single_regex(p.lstrip("/") if p.startswith("/") else p)
-        if "/" not in p.strip("/") and not p.startswith("/") and p != "**":
+        bare = "/" not in p.strip("/") and not p.startswith("/") and p != "**"
+        body = _single_regex(_collapse_stars(p) if collapse else p.lstrip("/"))
+        if bare:
             body = "(?:[^/]+/)*" + body  # bare names match at any depth
         alts.append(body)
     try:
         return re.compile("^(?:" + "|".join(alts) + ")$")
     except re.error as exc:
         raise InvalidPattern(f"glob {pattern!r} is not valid: {exc}") from None
+
+
+def _collapse_stars(p: str) -> str:
+    """``a/**/**/b`` -> ``a/**/b``: consecutive ``**`` segments match what one does."""
+    segs = [s for s in p.split("/") if s not in ("", ".")]
+    out = [s for i, s in enumerate(segs) if not (s == "**" and i and segs[i - 1] == "**")]
+    return "/".join(out)
+
+
+@lru_cache(maxsize=256)
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """A regex matched against paths relative to the base directory (no leading ``/``).
+
+    The plain reference: Python's backtracking ``re``; the store uses ``glob_matcher``.
+    """
+    return _glob_regex(pattern, collapse=False)
+
+
+@dataclass(frozen=True)
+class GlobMatcher:
+    """``match(relative_path)``: does the glob match? Linear time when ``linear`` is set."""
+
+    pattern: str
+    regex: re.Pattern[str]
+    linear: regexfilter.Linear | None  # the exact RE2 form of ``regex``
+
+    def match(self, path: str) -> bool:
+        if self.linear is None:
+            return self.regex.match(path) is not None
+        if self.linear.compiled is None:
+            return False  # the translation proved that nothing matches
+        try:
+            data = path.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no stored path has one
+            return self.regex.match(path) is not None
+        return self.linear.find(data) >= 0
+
+
+@lru_cache(maxsize=256)
+def glob_matcher(pattern: str) -> GlobMatcher:
+    """The matcher the store uses: same answers as ``compile_glob``, without backtracking.
+
+    RE2 is missing only if the declared dependency is; then Python's regex (with
+    ``**`` runs collapsed) is all there is.
+    """
+    regex = _glob_regex(pattern, collapse=True)
+    found = regexfilter.linear(regex.pattern, regex.flags)
+    return GlobMatcher(pattern, regex, found if isinstance(found, regexfilter.Linear) else None)
+
+
+def path_filter(pattern: str | None) -> Callable[[str], bool] | None:
+    return glob_matcher(pattern).match if pattern else None
 
 
 def literal_prefix(pattern: str) -> str:

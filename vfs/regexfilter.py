@@ -45,6 +45,7 @@ import json
 import re
 import re._constants as C  # noqa: N812 - the opcodes read like the C engine's names
 import re._parser as sre_parse
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,12 +62,21 @@ try:
 except ImportError:  # pragma: no cover - a declared dependency; without it, no RE2 filter
     re2 = None
 
+# RE2's own "search anywhere" mode, for Linear.find (None: use the wrapper's search).
+_UNANCHORED: Any = getattr(getattr(getattr(getattr(re2, "_re2", None), "RE2", None), "Anchor", None),
+                           "UNANCHORED", None)
+
 # Postgres allows repeat counts up to 255 (RE_DUP_MAX); RE2 up to 1,000 in all.
 # Lowering a bound keeps the translation looser, and long runs narrow as well.
 REPEAT_CAP = 100
+RE2_MAX_REPEAT = 1000  # RE2 refuses larger counts; an exact translation cannot lower them
 # Ranges the engines would expand (a repeat copies its body): beyond this the
 # pattern is refused rather than risk a slow compile or "too complex" errors.
 MAX_SIZE = 50_000
+# Exact translations keep every bound and set, so they get a larger budget; RE2
+# itself refuses what does not fit in its memory limit below.
+MAX_EXACT_SIZE = 200_000
+RE2_MAX_MEM = 64 << 20
 MAX_CODE = 0x10FFFF
 
 Ranges = tuple[tuple[int, int], ...]  # sorted, disjoint, not touching, non-empty
@@ -101,12 +111,19 @@ class Anchor:
     line_start: bool  # True: ^ (start of a line), False: $ (end of a line)
 
 
-Node = Chars | Cat | Alt | Rep | Anchor
+@dataclass(frozen=True)
+class Boundary:
+    """``\\b`` (exact translations only): a word boundary, by ASCII ``\\w`` if ``ascii``."""
+
+    ascii: bool
+
+
+Node = Chars | Cat | Alt | Rep | Anchor | Boundary
 EMPTY = Cat(())
 
 
 class _Refuse(Exception):
-    """Not provably safe to translate: no filter."""
+    """Not provably safe to translate: no filter (the message names the construct)."""
 
 
 # -- character sets ----------------------------------------------------------------
@@ -200,6 +217,44 @@ def ci_partners(ascii_only: bool) -> tuple[Ranges, ...]:
     )
 
 
+@lru_cache(maxsize=1)
+def _every_char_cached() -> str:
+    return _every_char()
+
+
+@lru_cache(maxsize=512)
+def _python_set(item_pattern: str, flags: int) -> Ranges:
+    """The code points a one-character Python pattern matches, found by Python's ``re``.
+
+    Used by exact translations for what the tables above do not cover (non-ASCII
+    characters and ranges under IGNORECASE, categories mixed with letters there):
+    the answer is Python's own, whatever its case rules are.
+    """
+    found = re.finditer("(?:" + item_pattern + ")+", _every_char_cached(), flags)
+    return _norm([(m.start(), m.end() - 1) for m in found])
+
+
+def _class_pattern(items: Any) -> str:
+    """A Python class with exactly the items of a parsed ``IN`` (code points escaped)."""
+    out: list[str] = []
+    for op, av in items:
+        if op is C.NEGATE:
+            out.insert(0, "^")
+        elif op is C.LITERAL:
+            out.append(f"\\U{av:08X}")
+        elif op is C.RANGE:
+            out.append(f"\\U{av[0]:08X}-\\U{av[1]:08X}")
+        elif op is C.CATEGORY and av in _CATEGORY_RE:
+            out.append(_CATEGORY_RE[av])
+        else:
+            raise _Refuse(f"class item {op}")
+    return "[" + "".join(out) + "]"
+
+
+def _ci_flags(flags: int) -> int:
+    return re.IGNORECASE | (re.ASCII if _ascii_only(flags) else 0)
+
+
 # -- Python parse tree -> the node tree ------------------------------------------------
 
 
@@ -207,15 +262,22 @@ def _ascii_only(flags: int) -> bool:
     return bool(flags & re.ASCII)
 
 
-def _literal(code: int, flags: int) -> Ranges:
+def _literal(code: int, flags: int, exact: bool = False) -> Ranges:
     if not flags & re.IGNORECASE:
         return ((code, code),)
     if code >= 128:
+        if exact:
+            return _python_set(f"\\U{code:08X}", _ci_flags(flags))
         raise _Refuse("non-ASCII character under IGNORECASE")
     return ci_partners(_ascii_only(flags))[code]
 
 
-def _charset(items: Any, flags: int) -> Ranges:
+def _charset(items: Any, flags: int, exact: bool = False) -> Ranges:
+    if exact and flags & re.IGNORECASE:
+        try:
+            return _charset(items, flags)
+        except _Refuse:
+            return _python_set(_class_pattern(items), _ci_flags(flags))
     ci = bool(flags & re.IGNORECASE)
     negate = False
     got: list[tuple[int, int]] = []
@@ -261,46 +323,68 @@ def _combine_flags(flags: int, add: int, remove: int) -> int:
     return (flags | add) & ~remove
 
 
-def _seq(items: Any, flags: int) -> Node | None:
-    """The node for a sequence; None = it can never match inside a line."""
+# What an exact translation cannot express, named for the person reading grep's note.
+_UNTRANSLATABLE = {
+    C.GROUPREF: "a backreference", C.GROUPREF_EXISTS: "a conditional group (?(...)...)",
+    C.ASSERT: "a lookaround", C.ASSERT_NOT: "a lookaround", C.ATOMIC_GROUP: "an atomic group (?>...)",
+    C.POSSESSIVE_REPEAT: "a possessive repeat (*+, ++, ?+)",
+}
+
+
+def _seq(items: Any, flags: int, exact: bool = False) -> Node | None:
+    """The node for a sequence; None = it can never match inside a line.
+
+    ``exact``: the translation matches in a line exactly where Python's does
+    (``build_exact``); otherwise it may be looser (``build``).
+    """
     parts: list[Node] = []
     for op, av in items:
         node: Node | None
         if op is C.LITERAL:
-            if av == 10:
+            if av == 10 and not exact:
                 raise _Refuse("a literal newline")
-            node = _chars(_literal(av, flags))
+            node = _chars(_literal(av, flags, exact))  # exact: \n is in no line, so None
         elif op is C.NOT_LITERAL:
-            node = _chars(_complement(_literal(av, flags)))
+            if exact and flags & re.IGNORECASE and av >= 128:
+                node = _chars(_python_set(_class_pattern([(C.NEGATE, None), (C.LITERAL, av)]),
+                                          _ci_flags(flags)))
+            else:
+                node = _chars(_complement(_literal(av, flags)))
         elif op is C.ANY:
             node = _chars(((0, MAX_CODE),))  # DOTALL or not: a line has no \n anyway
         elif op is C.IN:
-            node = _chars(_charset(av, flags))
+            node = _chars(_charset(av, flags, exact))
         elif op is C.AT:
-            if av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
+            if exact:
+                node = _exact_anchor(av, flags)
+            elif av in (C.AT_BOUNDARY, C.AT_NON_BOUNDARY):
                 continue  # dropped: a looser pattern
-            if not flags & re.MULTILINE or av not in (C.AT_BEGINNING, C.AT_END):
+            elif not flags & re.MULTILINE or av not in (C.AT_BEGINNING, C.AT_END):
                 raise _Refuse(f"anchor {av}")
-            node = Anchor(av is C.AT_BEGINNING)
+            else:
+                node = Anchor(av is C.AT_BEGINNING)
         elif op is C.SUBPATTERN:
             _group, add, remove, sub = av
-            node = _seq(sub, _combine_flags(flags, add, remove))
+            node = _seq(sub, _combine_flags(flags, add, remove), exact)
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
             lo, hi, sub = av
-            inner = _seq(sub, flags)
-            bounded = None if hi >= C.MAXREPEAT or hi > REPEAT_CAP else int(hi)
-            lo = min(int(lo), REPEAT_CAP)
-            if inner is None or bounded == 0:
-                node = EMPTY if lo == 0 else None
-            elif inner == EMPTY:
-                node = EMPTY
+            inner = _seq(sub, flags, exact)
+            if exact:
+                node = _exact_repeat(inner, int(lo), None if hi >= C.MAXREPEAT else int(hi))
             else:
-                node = Rep(inner, lo, bounded)
+                bounded = None if hi >= C.MAXREPEAT or hi > REPEAT_CAP else int(hi)
+                lo = min(int(lo), REPEAT_CAP)
+                if inner is None or bounded == 0:
+                    node = EMPTY if lo == 0 else None
+                elif inner == EMPTY:
+                    node = EMPTY
+                else:
+                    node = Rep(inner, lo, bounded)
         elif op is C.BRANCH:
-            alts = [n for n in (_seq(alt, flags) for alt in av[1]) if n is not None]
+            alts = [n for n in (_seq(alt, flags, exact) for alt in av[1]) if n is not None]
             node = (alts[0] if len(alts) == 1 else Alt(tuple(alts))) if alts else None
         else:
-            raise _Refuse(f"operator {op}")
+            raise _Refuse(_UNTRANSLATABLE.get(op, f"the operator {op}"))
         if node is None:
             return None
         if node != EMPTY:
@@ -308,11 +392,44 @@ def _seq(items: Any, flags: int) -> Node | None:
     return parts[0] if len(parts) == 1 else Cat(tuple(parts))
 
 
+def _exact_anchor(av: Any, flags: int) -> Node:
+    """Python's anchors, searched within one line: every ``^``-like one is the line's
+    start, every ``$``-like one its end (there is no ``\\n`` in a line for ``$`` to
+    stand before, and the line is the whole string ``\\A``/``\\Z`` see)."""
+    if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
+        return Anchor(True)
+    if av in (C.AT_END, C.AT_END_STRING):
+        return Anchor(False)
+    if av is C.AT_BOUNDARY:
+        return Boundary(_ascii_only(flags))
+    # Python's \B never matches an empty line, RE2's does: no exact form.
+    raise _Refuse("\\B" if av is C.AT_NON_BOUNDARY else f"the anchor {av}")
+
+
+def _zero_width(node: Node) -> bool:
+    if isinstance(node, Anchor | Boundary):
+        return True
+    if isinstance(node, Cat | Alt):
+        return all(_zero_width(p) for p in node.parts)
+    return False
+
+
+def _exact_repeat(inner: Node | None, lo: int, hi: int | None) -> Node | None:
+    if lo > RE2_MAX_REPEAT or (hi is not None and hi > RE2_MAX_REPEAT):
+        raise _Refuse(f"a repeat count over {RE2_MAX_REPEAT}")
+    if inner is None or hi == 0:
+        return EMPTY if lo == 0 else None
+    if inner == EMPTY or _zero_width(inner):
+        # Repeating a zero-width test tests it once (or not at all when lo is 0).
+        return EMPTY if lo == 0 else inner
+    return Rep(inner, lo, hi)
+
+
 def nullable(node: Node) -> bool:
     """Can match the empty string (anchors count as empty)."""
     if isinstance(node, Chars):
         return False
-    if isinstance(node, Anchor):
+    if isinstance(node, Anchor | Boundary):
         return True
     if isinstance(node, Cat):
         return all(nullable(p) for p in node.parts)
@@ -325,7 +442,7 @@ def size(node: Node) -> int:
     """Roughly how big the engines' compiled forms get: ranges, times repeat copies."""
     if isinstance(node, Chars):
         return len(node.ranges)
-    if isinstance(node, Anchor):
+    if isinstance(node, Anchor | Boundary):
         return 1
     if isinstance(node, Cat | Alt):
         return sum(size(p) for p in node.parts) + 1
@@ -347,6 +464,106 @@ def build(pattern: str, flags: int) -> Node | None:
     return node
 
 
+def _unicode_boundary(node: Node) -> bool:
+    if isinstance(node, Boundary):
+        return not node.ascii
+    if isinstance(node, Cat | Alt):
+        return any(_unicode_boundary(p) for p in node.parts)
+    if isinstance(node, Rep):
+        return _unicode_boundary(node.node)
+    return False
+
+
+def _build_exact(pattern: str, flags: int) -> Node | None:
+    """The exact node tree (None: matches no line), or ``_Refuse`` naming why not."""
+    try:
+        with warnings.catch_warnings():
+            # re.compile already warned about this pattern (e.g. a nested set) once.
+            warnings.simplefilter("ignore")
+            parsed = sre_parse.parse(pattern, flags)
+        if parsed.state.flags & re.LOCALE:
+            raise _Refuse("locale-dependent matching")
+        node = _seq(parsed, parsed.state.flags, exact=True)
+    except (re.error, ValueError):
+        raise _Refuse("a pattern the translator cannot read") from None
+    except RecursionError:
+        raise _Refuse("nesting too deep to translate") from None
+    if node is not None and size(node) > MAX_EXACT_SIZE:
+        raise _Refuse("a pattern too large for the linear-time engine")
+    return node
+
+
+@dataclass(frozen=True)
+class Linear:
+    """An exact RE2 form of a Python pattern, for searching text made of whole lines.
+
+    Invariant: for a text holding no lone surrogate, and, when ``unicode_boundary``,
+    only ASCII characters, ``compiled`` finds a match in ``text`` exactly when
+    Python's ``re.search`` of the pattern finds one in some line of it (a line as
+    ``search.scan_plain`` splits them), and every match RE2 reports lies within one
+    line. Why: every character set is Python's own (computed as for ``build``, and
+    by Python's ``re`` itself where the tables stop), no set holds ``\\n``, every
+    Python anchor searched within a line is that line's start or end, which RE2's
+    multi-line ``^``/``$`` are, and the rest (concatenation, alternation, greedy or
+    lazy repeats with their exact bounds) has the same set of matching strings in
+    both engines; only *whether* a line matches matters to grep, never which match
+    a backtracking engine would pick. RE2's ``\\b`` is ASCII-only, Python's
+    follows Unicode ``\\w``: the two agree on ASCII text (and always under
+    ``re.ASCII``, where ``ascii`` boundaries are made).
+    """
+
+    re2_pattern: str
+    compiled: Any  # None: no line can match (e.g. the pattern needs a \n)
+    unicode_boundary: bool
+
+    def find(self, data: bytes, pos: int = 0) -> int:
+        """Where the first match at or after ``pos`` in UTF-8 ``data`` starts; -1: none."""
+        if self.compiled is None:
+            return -1
+        raw = getattr(self.compiled, "_regexp", None)
+        if raw is not None and _UNANCHORED is not None:
+            # The wrapper's search() costs several times the match itself on short
+            # texts (it builds a match object in Python); RE2's object answers directly.
+            return int(raw.Match(_UNANCHORED, data, pos, len(data))[0][0])
+        m = self.compiled.search(data, pos)
+        return -1 if m is None else int(m.start())
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a refusal is an answer here, not a problem to log
+    options.max_mem = RE2_MAX_MEM
+    return options
+
+
+@lru_cache(maxsize=256)
+def _linear(pattern: str, flags: int) -> Linear | str:
+    try:
+        node = _build_exact(pattern, flags)
+        if node is None:
+            return Linear("", None, False)
+        re2_pattern = re2_syntax(node)
+    except _Refuse as exc:
+        return str(exc)
+    except RecursionError:
+        return "nesting too deep to translate"
+    try:
+        compiled = re2.compile(re2_pattern, _re2_options())
+    except re2.error:
+        return "a pattern too large for the linear-time engine"
+    return Linear(re2_pattern, compiled, _unicode_boundary(node))
+
+
+def linear(pattern: str, flags: int) -> Linear | str:
+    """The exact RE2 form of ``re.compile(pattern, flags)``, or why there is none.
+
+    The reason is a phrase for a person: "a backreference", "a lookaround"...
+    """
+    if re2 is None:
+        return "no linear-time engine (the google-re2 package is missing)"
+    return _linear(pattern, flags)
+
+
 # -- rendering ---------------------------------------------------------------------
 
 
@@ -358,6 +575,8 @@ def _render(node: Node, char: Callable[[int], str]) -> str:
                              for lo, hi in node.ranges) + "]"
     if isinstance(node, Anchor):
         return "^" if node.line_start else "$"
+    if isinstance(node, Boundary):
+        return "\\b"
     if isinstance(node, Cat):
         return "".join(_render(p, char) for p in node.parts)
     if isinstance(node, Alt):

@@ -230,3 +230,52 @@ def analyze(pattern: str, flags: int) -> PatternInfo:
 
 def info(regex: re.Pattern[str]) -> PatternInfo:
     return analyze(regex.pattern, regex.flags)
+
+
+# -- patterns Python's backtracking matches in linear time -----------------------------
+
+# A backtracking search tries, at each start position, at most every path through
+# the pattern, each no longer than the longest match; with no unbounded repeat that
+# is a fixed amount of work per position, so the search is linear in the text.
+MAX_BACKTRACK_WORK = 256  # paths x longest path, per start position
+
+
+def _shape(items: Any) -> tuple[int, int]:
+    """(paths, longest path) of a sequence; ``_Unknown`` if unbounded or not plain."""
+    paths, longest = 1, 0
+    for op, av in items:
+        if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+            n, length = 1, 1
+        elif op is C.AT:
+            n, length = 1, 0
+        elif op is C.SUBPATTERN:
+            n, length = _shape(av[3])
+        elif op is C.BRANCH:
+            shapes = [_shape(alt) for alt in av[1]]
+            n, length = sum(x for x, _ in shapes), max(y for _, y in shapes)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            lo, hi, sub = av
+            if hi >= C.MAXREPEAT or hi > MAX_BACKTRACK_WORK:
+                raise _Unknown("unbounded repeat")
+            p, sub_len = _shape(sub)
+            n = sum(p ** k for k in range(lo, hi + 1)) if p > 1 else hi - lo + 1
+            length = hi * sub_len
+        else:
+            raise _Unknown(op)  # lookarounds, back references...: not this kind
+        paths, longest = paths * n, longest + length
+        if paths * max(longest, 1) > MAX_BACKTRACK_WORK:
+            raise _Unknown("too much work per position")
+    return paths, longest
+
+
+@lru_cache(maxsize=512)
+def backtracking_is_linear(pattern: str, flags: int) -> bool:
+    """True if Python's ``re`` searches ``re.compile(pattern, flags)`` in linear time:
+    no unbounded repeat, no lookaround or back reference, and at most
+    ``MAX_BACKTRACK_WORK`` steps per start position (literals, ``[0-9]{3}-[0-9]{4}``,
+    ``\\bword\\b``, ``colou?r``). ``search`` runs those on ``re`` directly."""
+    try:
+        _shape(sre_parse.parse(pattern, flags))
+    except (_Unknown, re.error, RecursionError, OverflowError):
+        return False
+    return True

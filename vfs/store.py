@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,9 +41,9 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from memagent.vfs import bulk, db, paths, regexfilter, regexinfo
+from memagent.vfs import bulk, db, paths, regexfilter, regexinfo, search
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import (
     AgentNotFound,
@@ -55,10 +55,10 @@ from memagent.vfs.errors import (
     VfsError,
 )
 from memagent.vfs.fts import Features, candidates, detect
-from memagent.vfs.globbing import compile_glob, literal_prefix
+from memagent.vfs.globbing import glob_matcher, literal_prefix
 from memagent.vfs.models import agents, files, revisions
 from memagent.vfs.revisions import append, guard_new_file, has_children, now, prefix_range, stale
-from memagent.vfs.search import DEFAULT_LIMIT, check_mode, compile_pattern, scan, scan_plain
+from memagent.vfs.search import DEFAULT_LIMIT, scan, scan_plain
 from memagent.vfs.types import (
     Approval,
     Author,
@@ -333,7 +333,7 @@ class SqlStore:
         base = paths.normalize(path)
         if pattern.startswith("/"):
             base, pattern = "/", pattern[1:]
-        regex = compile_glob(pattern)
+        matcher = glob_matcher(pattern)
         prefix = paths.dir_prefix(base)
         lit = literal_prefix(pattern)
         scan_prefix = prefix + (lit + "/" if lit else "")
@@ -350,18 +350,20 @@ class SqlStore:
                 .order_by(files.c.path)
             ).all()
         cut = len(prefix)
-        return [p for p in rows if regex.match(p[cut:])]
+        return [p for p in rows if matcher.match(p[cut:])]
 
     def grep(self, scope: str, pattern: str, *, path: str = "/", glob: str | None = None,
              output_mode: str = "files_with_matches", case_insensitive: bool = False,
              fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult:
-        mode = check_mode(output_mode)
-        regex = compile_pattern(pattern, case_insensitive=case_insensitive,
-                                fixed_strings=fixed_strings)
-        base = paths.normalize(path)
-        prefix = paths.dir_prefix(base)
-        glob_re = compile_glob(glob) if glob else None
+        req = search.plan(pattern, path=path, glob=glob, output_mode=output_mode,
+                          case_insensitive=case_insensitive, fixed_strings=fixed_strings)
+        mode, regex, base, prefix = req.mode, req.regex, req.base, req.prefix
         with self._read(transaction=True) as conn:
+            if conn.dialect.name == "postgresql":
+                # A server-side regex (the pre-filter below) cannot be stopped from
+                # here once it runs: let the server stop it at grep's deadline.
+                ms = max(int(req.seconds_left() * 1000), 1)
+                conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
             features = self._features(conn)
             narrow = candidates(features, regexinfo.info(regex).required)
             keep = None
@@ -396,13 +398,14 @@ class SqlStore:
                 # Stream, so that a capped answer stops reading early. (Not for Postgres
                 # with a pre-filter: a cursor would favour a path-ordered plan.)
                 conn = conn.execution_options(yield_per=256)
-            rows = conn.execute(query)
-            cut = len(prefix)
-            found = (
-                (p, c) for p, c in rows
-                if glob_re is None or glob_re.match(p[cut:] or paths.basename(p))
-            )
-            return scan(found, regex, mode, limit, keep)
+            try:
+                rows = conn.execute(query)
+            except DBAPIError as exc:
+                if not _timed_out(exc):
+                    raise
+                return GrepResult(mode=mode, limit=limit, cut=_DB_CUT)
+            found = ((p, c) for p, c in _until_timeout(rows) if req.in_glob(p))
+            return scan(found, regex, mode, limit, keep, req.deadline)
 
     def _is_live_file(self, conn: Connection, scope: str, path: str) -> bool:
         return conn.execute(
@@ -418,13 +421,10 @@ class SqlStore:
 
         No index, no shortcut; tests/test_fastpaths.py checks ``grep`` against it.
         """
-        mode = check_mode(output_mode)
-        regex = compile_pattern(pattern, case_insensitive=case_insensitive,
-                                fixed_strings=fixed_strings)
-        base = paths.normalize(path)
-        prefix = paths.dir_prefix(base)
-        glob_re = compile_glob(glob) if glob else None
-        lo, hi = _prefix_range(prefix)
+        req = search.plan(pattern, path=path, glob=glob, output_mode=output_mode,
+                          case_insensitive=case_insensitive, fixed_strings=fixed_strings, plain=True)
+        base = req.base
+        lo, hi = _prefix_range(req.prefix)
         with self._read() as conn:
             single = self._row(conn, scope, base) if base != "/" else None
             cond = [files.c.scope == scope, files.c.deleted.is_(False)]
@@ -435,11 +435,7 @@ class SqlStore:
             rows = conn.execute(
                 select(files.c.path, files.c.content).where(and_(*cond)).order_by(files.c.path)
             ).all()
-        cut = len(prefix)
-        found = (
-            (p, c) for p, c in rows if glob_re is None or glob_re.match(p[cut:] or paths.basename(p))
-        )
-        return scan_plain(found, regex, mode, limit)
+        return scan_plain(((p, c) for p, c in rows if req.in_glob(p)), req.regex, req.mode, limit)
 
     # -- history ------------------------------------------------------------
 
@@ -657,6 +653,26 @@ def _ls_query(dialect: str) -> TextClause:
     if dialect == "postgresql":
         return text(_LS_SQL.format(find="strpos", false="false"))
     return text(_LS_SQL.format(find="instr", false="0"))
+
+
+# Postgres' SQLSTATE for a statement cancelled by statement_timeout.
+_QUERY_CANCELED = "57014"
+_DB_CUT = ("grep stopped: the database's search (its regex pre-filter) ran past grep's time limit; "
+           "simplify the pattern, or narrow the path or the glob")
+
+
+def _timed_out(exc: DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) == _QUERY_CANCELED
+
+
+def _until_timeout(rows: Iterable[Any]) -> Iterator[tuple[str, str]]:
+    """grep's rows; a statement timeout while streaming them ends the scan with a note."""
+    try:
+        yield from rows
+    except DBAPIError as exc:
+        if not _timed_out(exc):
+            raise
+        raise search.Cut(_DB_CUT) from None
 
 
 _prefix_range = prefix_range

@@ -112,3 +112,5 @@ class GrepResult:
     counts: list[tuple[str, int]] = field(default_factory=list)
     truncated: bool = False
     limit: int = 0
+    # Why the search stopped before the end (a time limit), or None if it searched everything.
+    cut: str | None = None
