@@ -30,7 +30,7 @@ from memagent.vfs import paths
 from memagent.vfs.errors import InvalidPath, IsADirectory, VfsError
 from memagent.vfs.models import files
 from memagent.vfs.revisions import CHUNK, append, create_many
-from memagent.vfs.types import Approval, Author, Change
+from memagent.vfs.types import Approval, Author, Change, Origin
 
 
 def _ancestors(path: str) -> Iterable[str]:
@@ -87,7 +87,7 @@ def _check_tree(conn: Connection, scope: str, batch: dict[str, str],
 
 
 def write_batch(conn: Connection, scope: str, batch: dict[str, str], *, author: Author,
-                approval: Approval, message: str) -> list[Change]:
+                approval: Approval, message: str, origin: Origin | None = None) -> list[Change]:
     """Write a normalised, validated batch inside the caller's write transaction.
 
     Returns the changes in path order.
@@ -98,11 +98,11 @@ def write_batch(conn: Connection, scope: str, batch: dict[str, str], *, author: 
     changes: dict[str, Change] = {}
     for path, row in existing.items():
         version = append(conn, scope, path, batch[path], expected=0 if row.deleted else row.version,
-                         author=author, approval=approval, message=message or "write")
+                         author=author, approval=approval, message=message or "write", origin=origin)
         changes[path] = Change(path, version, None if row.deleted else row.content, batch[path])
     new = [p for p in ordered if p not in existing]
     create_many(conn, scope, [(p, batch[p]) for p in new], author=author, approval=approval,
-                message=message or "create")
+                message=message or "create", origin=origin)
     for path in new:
         changes[path] = Change(path, 1, None, batch[path])
     return [changes[p] for p in ordered]

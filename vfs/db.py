@@ -32,7 +32,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0004"
+HEAD = "0005"
 # Execution option that marks a connection whose transaction will write.
 WRITE = "memagent_write"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this

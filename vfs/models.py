@@ -7,6 +7,11 @@ Invariants:
   mutation bumps it by one and appends exactly one revision in the same transaction.
 - ``path`` compares bytewise on both databases (``COLLATE "C"`` on Postgres), so a
   prefix range scan on the (scope, path) index finds exactly a directory's files.
+- Every revision carries its provenance (``origin*`` columns, 0005). The full-text
+  search index (FTS5 ``files_search`` on SQLite, the generated ``files.search_doc``
+  on Postgres) lives only in the migrations: queries reach it as text (``ranking.py``).
+- ``reflection_runs`` and ``proposals`` hold background reflection and its review
+  queue (``proposals.py``).
 - The schema is created by the Alembic migrations in ``migrations/``, never by
   ``metadata.create_all``; these definitions mirror them for query building.
 """
@@ -79,6 +84,12 @@ revisions = _table(
     Column("deleted", Boolean, nullable=False, default=False),
     Column("size", Integer, nullable=False, default=0),
     _when("created_at"),
+    # Provenance (0005): where the change came from (``types.Origin``); NULL before 0005.
+    Column("origin", String(16), nullable=True),
+    Column("origin_thread", String(36), nullable=True),
+    Column("origin_turn", Integer, nullable=True),
+    Column("origin_run", Integer, nullable=True),
+    Column("origin_detail", Text, nullable=True),
     UniqueConstraint("file_id", "version", name="uq_revisions_file_version"),
 )
 
@@ -128,4 +139,41 @@ thread_summaries = _table(
     Column("text", Text, nullable=False),
     Column("method", String(16), nullable=False),
     _when("created_at"),
+)
+
+# One row per `memagent reflect` run; a "running" row is the agent's reflection lock (0005).
+reflection_runs = _table(
+    "reflection_runs",
+    Column("agent", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("holder", String(300), nullable=False, default=""),
+    _when("started_at"),
+    _when("heartbeat_at"),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("upto_message", Integer, nullable=True),
+    Column("threads", JSON, nullable=True),
+    Column("proposals", Integer, nullable=False, default=0),
+    Column("model", String(100), nullable=False, default=""),
+    Column("note", Text, nullable=False, default=""),
+)
+
+# Memory edits proposed by a reflection run, waiting for review (0005).
+proposals = _table(
+    "proposals",
+    Column("agent", String(64), nullable=False),
+    Column("run_id", Integer, ForeignKey("reflection_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("scope", String(300), nullable=False),
+    Column("path", PathType, nullable=False),
+    Column("shown", String(1100), nullable=False),
+    Column("op", String(16), nullable=False),
+    Column("base_version", Integer, nullable=False),
+    Column("before", Text, nullable=True),
+    Column("after", Text, nullable=True),
+    Column("reason", Text, nullable=False, default=""),
+    Column("threads", JSON, nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("feedback", Text, nullable=False, default=""),
+    Column("applied_version", Integer, nullable=True),
+    _when("created_at"),
+    Column("decided_at", DateTime(timezone=True), nullable=True),
 )

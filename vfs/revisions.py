@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from memagent.vfs import paths
 from memagent.vfs.errors import InvalidPath, IsADirectory, StaleVersion, ValidationFailed
 from memagent.vfs.models import files, revisions
-from memagent.vfs.types import Approval, Author
+from memagent.vfs.types import Approval, Author, Origin
 
 log = logging.getLogger("memagent.vfs")
 
@@ -59,6 +59,13 @@ def _state(content: str | None, at: datetime) -> dict[str, Any]:
         "deleted": content is None,
         "updated_at": at,
     }
+
+
+def origin_columns(origin: Origin | None, author: Author) -> dict[str, Any]:
+    """The provenance columns of a revision (an unnamed origin is read from the author)."""
+    o = origin or Origin.default_for(author)
+    return {"origin": o.kind, "origin_thread": o.thread, "origin_turn": o.turn, "origin_run": o.run,
+            "origin_detail": o.detail[:500] or None}
 
 
 def stale(shown: str, expected: int, current: int | None, live: bool) -> StaleVersion:
@@ -110,7 +117,8 @@ def guard_new_file(conn: Connection, scope: str, path: str, shown: str) -> None:
 
 
 def append(conn: Connection, scope: str, path: str, content: str | None, *, expected: int,
-           author: Author, approval: Approval, message: str, shown: str | None = None) -> int:
+           author: Author, approval: Approval, message: str, shown: str | None = None,
+           origin: Origin | None = None) -> int:
     """Move the file from version ``expected`` (0: not live) to ``content``; return the new version.
 
     ``content`` None writes a tombstone. Raises ``StaleVersion`` when the file is not
@@ -158,6 +166,7 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
         insert(revisions).values(
             file_id=row.id, version=row.version, author=author, approval=approval, message=message,
             content=content, deleted=content is None, size=state["size"], created_at=at,
+            **origin_columns(origin, author),
         )
     )
     log.debug("%s %s: version %d by %s (%s)", scope, path, row.version, author, approval)
@@ -165,7 +174,7 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
 
 
 def create_many(conn: Connection, scope: str, new: Sequence[tuple[str, str]], *, author: Author,
-                approval: Approval, message: str) -> None:
+                approval: Approval, message: str, origin: Origin | None = None) -> None:
     """Insert files that have no row yet, version 1 each, in two executemany statements.
 
     The caller has checked that none of the paths has a row and that the tree rules
@@ -186,8 +195,9 @@ def create_many(conn: Connection, scope: str, new: Sequence[tuple[str, str]], *,
             select(files.c.path, files.c.id).where(files.c.scope == scope, files.c.path.in_(wanted[i : i + CHUNK]))
         ):
             ids[path] = file_id
+    provenance = origin_columns(origin, author)
     conn.execute(insert(revisions), [
-        {"file_id": ids[r["path"]], "version": 1, "author": author, "approval": approval,
+        {**provenance, "file_id": ids[r["path"]], "version": 1, "author": author, "approval": approval,
          "message": message, "content": r["content"], "deleted": False, "size": r["size"], "created_at": at}
         for r in rows
     ])

@@ -20,7 +20,20 @@ from .errors import InvalidPath, NotFound, ReadOnly
 from .search import DEFAULT_LIMIT
 from .store import Store
 from .threads import ThreadStore
-from .types import Approval, Author, Change, Entry, FileContent, FileInfo, GrepResult, PendingChange, Revision
+from .types import (
+    Approval,
+    Author,
+    BlameLine,
+    Change,
+    Entry,
+    FileContent,
+    FileInfo,
+    GrepResult,
+    Origin,
+    PendingChange,
+    Revision,
+    SearchHit,
+)
 
 MOUNTS = ("user", "org", "conversations")
 
@@ -167,6 +180,7 @@ class AgentView:
             merged.lines += r.lines
             merged.counts += r.counts
             merged.truncated = merged.truncated or r.truncated
+            merged.cut = merged.cut or r.cut
         assert merged is not None
         for name in ("files", "lines", "counts"):
             items = getattr(merged, name)
@@ -178,9 +192,35 @@ class AgentView:
     def history(self, path: str) -> list[Revision]:
         t = self._file(path)
         return [
-            Revision(t.shown, r.version, r.author, r.approval, r.message, r.deleted, r.size, r.created_at)
+            Revision(t.shown, r.version, r.author, r.approval, r.message, r.deleted, r.size, r.created_at,
+                     r.origin)
             for r in self.store.history(t.scope, t.path, shown=t.shown)
         ]
+
+    def blame(self, path: str) -> list[BlameLine]:
+        t = self._file(path)
+        return self.store.blame(t.scope, t.path, shown=t.shown)
+
+    def search(self, query: str, *, k: int = 10, path: str = "/") -> list[SearchHit]:
+        """Files ranked by relevance to ``query``: memory and past conversations, in view paths.
+
+        ``path`` "/" searches every mount (the agent's files, /user/, /org/ and
+        /conversations/); a mount or folder narrows it to what lies below.
+        """
+        t = self.resolve(path)
+        targets = [t]
+        if t.mount == "" and t.path == "/":
+            # Everything: the agent's files, /user/, /org/ and past threads (as they are now).
+            targets = [*self._mounts(), self.resolve("/conversations")]
+        by_scope = {m.scope: m for m in targets}
+        prefix = paths.dir_prefix(t.path) if t.path != "/" else "/"
+        out: list[SearchHit] = []
+        for hit in self.store.search(list(by_scope), query, k=k if prefix == "/" else max(k, 100)):
+            m = by_scope[hit.scope]
+            if prefix != "/" and not hit.path.startswith(prefix):
+                continue
+            out.append(SearchHit(m.outer(hit.path), hit.score, hit.snippet, hit.version))
+        return out[:k]
 
     def revision_content(self, path: str, version: int) -> str | None:
         t = self._file(path)
@@ -213,41 +253,43 @@ class AgentView:
         t = self._file(path, write=True)
         return self.store.prepare_delete(t.scope, t.path, expected_version=expected_version, shown=t.shown)
 
-    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "") -> Change:
+    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "",
+               origin: Origin | None = None) -> Change:
         """Store a change prepared by this view; the result names the view path."""
-        c = self.store.commit(pending, author=author, approval=approval, message=message)
+        c = self.store.commit(pending, author=author, approval=approval, message=message, origin=origin)
         return Change(pending.shown, c.version, c.before, c.after)
 
     def write(self, path: str, content: str, *, expected_version: int | None = None,
-              author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+              author: Author = "cli", approval: Approval = "cli", message: str = "",
+              origin: Origin | None = None) -> Change:
         return self.commit(self.prepare_write(path, content, expected_version=expected_version),
-                           author=author, approval=approval, message=message)
+                           author=author, approval=approval, message=message, origin=origin)
 
     def edit(self, path: str, old_string: str, new_string: str, *, replace_all: bool = False,
              expected_version: int | None = None, author: Author = "cli", approval: Approval = "cli",
-             message: str = "") -> Change:
+             message: str = "", origin: Origin | None = None) -> Change:
         pending = self.prepare_edit(path, old_string, new_string, replace_all=replace_all,
                                     expected_version=expected_version)
-        return self.commit(pending, author=author, approval=approval, message=message)
+        return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
     def delete(self, path: str, *, expected_version: int | None = None, author: Author = "cli",
-               approval: Approval = "cli", message: str = "") -> Change:
+               approval: Approval = "cli", message: str = "", origin: Origin | None = None) -> Change:
         return self.commit(self.prepare_delete(path, expected_version=expected_version),
-                           author=author, approval=approval, message=message)
+                           author=author, approval=approval, message=message, origin=origin)
 
     def move(self, src: str, dst: str, *, author: Author = "cli", approval: Approval = "cli",
-             message: str = "") -> Change:
+             message: str = "", origin: Origin | None = None) -> Change:
         a = self._file(src, write=True)
         b = self._file(dst, write=True)
         if a.scope != b.scope:
             raise ReadOnly(f"cannot move {a.shown} to {b.shown} across memory scopes; copy and delete instead")
         c = self.store.move(a.scope, a.path, b.path, author=author, approval=approval, message=message,
-                            mount=a.mount)
+                            mount=a.mount, origin=origin)
         return Change(b.shown, c.version, c.before, c.after)
 
     def revert(self, path: str, to_version: int, *, author: Author = "cli", approval: Approval = "cli",
-               message: str = "") -> Change:
+               message: str = "", origin: Origin | None = None) -> Change:
         t = self._file(path, write=True)
         c = self.store.revert(t.scope, t.path, to_version, author=author, approval=approval, message=message,
-                              shown=t.shown)
+                              shown=t.shown, origin=origin)
         return Change(t.shown, c.version, c.before, c.after)

@@ -19,6 +19,11 @@ and Postgres alike. Invariants:
   file can be reverted and re-creating it continues its version numbers.
 - Errors name a file by ``shown``, the path as the caller's namespace gives it (an
   ``AgentView`` passes its view path); without it, the path in the scope.
+- Every revision records its provenance (``types.Origin``: chat thread and turn,
+  subagent, CLI, import, reflection run...); a caller that names none gets the one
+  its author implies. ``search`` ranks live files with the database's full-text
+  index (``vfs/ranking.py``), which the database keeps in step inside each write
+  transaction; ``blame`` attributes each line to a revision (``vfs/blame.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from memagent.vfs import bulk, db, paths, regexfilter, regexinfo, search
+from memagent.vfs import blame as blaming
+from memagent.vfs import bulk, db, paths, ranking, regexfilter, regexinfo, search
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import (
     AgentNotFound,
@@ -62,11 +68,13 @@ from memagent.vfs.search import DEFAULT_LIMIT, scan, scan_plain
 from memagent.vfs.types import (
     Approval,
     Author,
+    BlameLine,
     Change,
     Entry,
     FileContent,
     FileInfo,
     GrepResult,
+    Origin,
     PendingChange,
     Revision,
 )
@@ -125,24 +133,32 @@ class Store(Protocol):
                      shown: str | None = None) -> PendingChange: ...
     def prepare_delete(self, scope: str, path: str, *, expected_version: int | None = None,
                        shown: str | None = None) -> PendingChange: ...
-    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "") -> Change: ...
+    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "",
+               origin: Origin | None = None) -> Change: ...
     def write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
-              author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change: ...
+              author: Author = "cli", approval: Approval = "cli", message: str = "",
+              origin: Origin | None = None) -> Change: ...
     def edit(self, scope: str, path: str, old_string: str, new_string: str, *,
              replace_all: bool = False, expected_version: int | None = None,
-             author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change: ...
+             author: Author = "cli", approval: Approval = "cli", message: str = "",
+             origin: Origin | None = None) -> Change: ...
     def delete(self, scope: str, path: str, *, expected_version: int | None = None,
-               author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change: ...
+               author: Author = "cli", approval: Approval = "cli", message: str = "",
+               origin: Origin | None = None) -> Change: ...
     def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
-             approval: Approval = "cli", message: str = "", mount: str = "") -> Change: ...
+             approval: Approval = "cli", message: str = "", mount: str = "",
+             origin: Origin | None = None) -> Change: ...
     def revert(self, scope: str, path: str, to_version: int, *, author: Author = "cli",
-               approval: Approval = "cli", message: str = "", shown: str | None = None) -> Change: ...
+               approval: Approval = "cli", message: str = "", shown: str | None = None,
+               origin: Origin | None = None) -> Change: ...
     def ls(self, scope: str, path: str = "/", *, mount: str = "") -> list[Entry]: ...
     def glob(self, scope: str, pattern: str, path: str = "/") -> list[str]: ...
     def grep(self, scope: str, pattern: str, *, path: str = "/", glob: str | None = None,
              output_mode: str = "files_with_matches", case_insensitive: bool = False,
              fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult: ...
     def history(self, scope: str, path: str, *, shown: str | None = None) -> list[Revision]: ...
+    def blame(self, scope: str, path: str, *, shown: str | None = None) -> list[BlameLine]: ...
+    def search(self, scopes: Sequence[str], query: str, *, k: int = 10) -> list[ranking.Ranked]: ...
     def revision_content(self, scope: str, path: str, version: int, *, shown: str | None = None) -> str | None: ...
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None, *,
              shown: str | None = None) -> str: ...
@@ -150,7 +166,7 @@ class Store(Protocol):
     def validate(self, path: str, content: str, *, shown: str | None = None) -> None: ...
     def generation(self, *scopes: str) -> int: ...
     def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
-                   approval: Approval = "cli", message: str = "") -> list[Change]: ...
+                   approval: Approval = "cli", message: str = "", origin: Origin | None = None) -> list[Change]: ...
     def close(self) -> None: ...
 
 
@@ -164,6 +180,8 @@ class SqlStore:
             {"isolation_level": "AUTOCOMMIT"} if engine.dialect.name == "postgresql" else {})
         # Which search indexes the database has; read on first use (see vfs/fts.py).
         self._search_features: Features | None = None
+        # Ranked search (search_memory); see vfs/ranking.py.
+        self._ranker: ranking.Ranker = ranking.FullTextRanker()
 
     def close(self) -> None:
         """Close the store's database connections (the store may not be used after)."""
@@ -205,7 +223,7 @@ class SqlStore:
             with self._write() as conn:
                 conn.execute(insert(agents).values(name=name, created_at=now()))
                 bulk.write_batch(conn, f"agent:{name}", start, author=author, approval=approval,
-                                 message="init")
+                                 message="init", origin=Origin("init") if author == "cli" else None)
         except IntegrityError:
             raise AlreadyExists(f"agent {name!r} already exists; pick another name") from None
 
@@ -454,9 +472,34 @@ class SqlStore:
                 select(revisions).where(revisions.c.file_id == row.id).order_by(revisions.c.version.desc())
             ).all()
         return [
-            Revision(path, r.version, r.author, r.approval, r.message, r.deleted, r.size, r.created_at)
+            Revision(path, r.version, r.author, r.approval, r.message, r.deleted, r.size, r.created_at,
+                     _origin(r))
             for r in revs
         ]
+
+    def blame(self, scope: str, path: str, *, shown: str | None = None) -> list[BlameLine]:
+        """Each line of the file's current text with the revision that last changed it."""
+        path = paths.normalize_file(path)
+        shown = shown or path
+        with self._read() as conn:
+            row = self._live(conn, scope, path, shown)
+            revs = conn.execute(
+                select(revisions).where(revisions.c.file_id == row.id)
+                .order_by(revisions.c.version.desc()).limit(blaming.MAX_REVISIONS)
+            ).all()
+        return blaming.blame([
+            blaming.RevisionText(r.version, None if r.deleted else r.content, r.author, r.approval,
+                                 r.created_at, _origin(r), r.message)
+            for r in reversed(revs)
+        ])
+
+    # -- ranked search --------------------------------------------------------
+
+    def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
+               ranker: ranking.Ranker | None = None) -> list[ranking.Ranked]:
+        """Live files of ``scopes`` ranked by relevance to ``query`` (see ``vfs/ranking.py``)."""
+        with self._read(transaction=True) as conn:
+            return (ranker or self._ranker).rank(conn, scopes, query, k)
 
     def _revision(self, conn: Connection, file_row: Any, version: int, shown: str) -> Any:
         rev = conn.execute(
@@ -545,7 +588,8 @@ class SqlStore:
         path, shown, before, version = self._prepare(scope, path, shown, expected_version, must_exist=True)
         return PendingChange("delete", scope, path, shown, before, None, version)
 
-    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "") -> Change:
+    def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "",
+               origin: Origin | None = None) -> Change:
         """Store a prepared change if the file is still at the version it was prepared from.
 
         Otherwise ``StaleVersion`` and nothing is stored. Content is not validated
@@ -558,28 +602,32 @@ class SqlStore:
                 guard_new_file(conn, pending.scope, pending.path, pending.shown)
             version = append(conn, pending.scope, pending.path, pending.after,
                              expected=pending.expected_version, author=author, approval=approval,
-                             message=message or default[pending.op], shown=pending.shown)
+                             message=message or default[pending.op], shown=pending.shown, origin=origin)
         return Change(pending.path, version, pending.before, pending.after)
 
     def write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
-              author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+              author: Author = "cli", approval: Approval = "cli", message: str = "",
+              origin: Origin | None = None) -> Change:
         pending = self.prepare_write(scope, path, content, expected_version=expected_version)
-        return self.commit(pending, author=author, approval=approval, message=message)
+        return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
     def edit(self, scope: str, path: str, old_string: str, new_string: str, *,
              replace_all: bool = False, expected_version: int | None = None,
-             author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+             author: Author = "cli", approval: Approval = "cli", message: str = "",
+             origin: Origin | None = None) -> Change:
         pending = self.prepare_edit(scope, path, old_string, new_string, replace_all=replace_all,
                                     expected_version=expected_version)
-        return self.commit(pending, author=author, approval=approval, message=message)
+        return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
     def delete(self, scope: str, path: str, *, expected_version: int | None = None,
-               author: Author = "cli", approval: Approval = "cli", message: str = "") -> Change:
+               author: Author = "cli", approval: Approval = "cli", message: str = "",
+               origin: Origin | None = None) -> Change:
         pending = self.prepare_delete(scope, path, expected_version=expected_version)
-        return self.commit(pending, author=author, approval=approval, message=message)
+        return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
     def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
-             approval: Approval = "cli", message: str = "", mount: str = "") -> Change:
+             approval: Approval = "cli", message: str = "", mount: str = "",
+             origin: Origin | None = None) -> Change:
         src = paths.normalize_file(src)
         dst = paths.normalize_file(dst)
         shown_src, shown_dst = mount + src, mount + dst
@@ -595,13 +643,14 @@ class SqlStore:
                 )
             guard_new_file(conn, scope, dst, shown_dst)
             append(conn, scope, src, None, expected=row.version, author=author, approval=approval,
-                   message=message or f"moved to {dst}", shown=shown_src)
+                   message=message or f"moved to {dst}", shown=shown_src, origin=origin)
             version = append(conn, scope, dst, row.content, expected=0, author=author, approval=approval,
-                             message=message or f"moved from {src}", shown=shown_dst)
+                             message=message or f"moved from {src}", shown=shown_dst, origin=origin)
         return Change(dst, version, None, row.content)
 
     def revert(self, scope: str, path: str, to_version: int, *, author: Author = "cli",
-               approval: Approval = "cli", message: str = "", shown: str | None = None) -> Change:
+               approval: Approval = "cli", message: str = "", shown: str | None = None,
+               origin: Origin | None = None) -> Change:
         path = paths.normalize_file(path)
         shown = shown or path
         with self._write() as conn:
@@ -617,11 +666,12 @@ class SqlStore:
                 guard_new_file(conn, scope, path, shown)
             version = append(conn, scope, path, rev.content, expected=0 if row.deleted else row.version,
                              author=author, approval=approval,
-                             message=message or f"revert to version {to_version}", shown=shown)
+                             message=message or f"revert to version {to_version}", shown=shown,
+                             origin=origin)
         return Change(path, version, None if row.deleted else row.content, rev.content)
 
     def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
-                   approval: Approval = "cli", message: str = "") -> list[Change]:
+                   approval: Approval = "cli", message: str = "", origin: Origin | None = None) -> list[Change]:
         """Create or overwrite many files in one transaction, one revision each.
 
         All or nothing: every path and content is checked first (see ``vfs.bulk``).
@@ -631,7 +681,8 @@ class SqlStore:
         for path in sorted(batch):
             self.validate(path, batch[path])
         with self._write() as conn:
-            return bulk.write_batch(conn, scope, batch, author=author, approval=approval, message=message)
+            return bulk.write_batch(conn, scope, batch, author=author, approval=approval, message=message,
+                                    origin=origin)
 
 
 _LS_SQL = """
@@ -676,5 +727,12 @@ def _until_timeout(rows: Iterable[Any]) -> Iterator[tuple[str, str]]:
 
 
 _prefix_range = prefix_range
+
+
+def _origin(row: Any) -> Origin | None:
+    """A revision row's provenance (None for revisions stored before it was recorded)."""
+    if row.origin is None:
+        return None
+    return Origin(row.origin, row.origin_thread, row.origin_turn, row.origin_run, row.origin_detail or "")
 
 

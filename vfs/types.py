@@ -21,6 +21,10 @@ Author = Literal["user", "agent", "subagent", "import", "cli"]
 # or no approval was needed.
 Approval = Literal["human", "yolo", "cli", "auto"]
 ChangeOp = Literal["write", "edit", "delete"]
+# Where a change came from (provenance, kept with each revision): a chat turn, a
+# subagent in a chat turn, a person's `memagent fs`, an import, a reflection run,
+# an MCP client, agent creation.
+OriginKind = Literal["chat", "subagent", "cli", "import", "reflect", "mcp", "init"]
 GrepMode = Literal["files_with_matches", "content", "count"]
 
 
@@ -55,6 +59,37 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a revision came from. ``thread`` and ``turn`` name the conversation and its
+    user turn (1 = the first); ``run`` the reflection run; ``detail`` a short note (the
+    subagent, the import source, the threads a reflection read)."""
+
+    kind: OriginKind
+    thread: str | None = None
+    turn: int | None = None
+    run: int | None = None
+    detail: str = ""
+
+    @staticmethod
+    def default_for(author: str) -> Origin:
+        """The origin of a change whose caller named none: read from its author."""
+        kind: OriginKind = {"cli": "cli", "import": "import", "subagent": "subagent"}.get(author, "chat")  # type: ignore[assignment]
+        return Origin(kind)
+
+    def label(self) -> str:
+        """One short line: ``chat 3f2a1b2c turn 4``, ``reflect run 7 (threads ...)``, ``cli``."""
+        parts: list[str] = [self.kind]
+        if self.run is not None:
+            parts.append(f"run {self.run}")
+        if self.thread:
+            parts.append(self.thread[:8])
+        if self.turn is not None:
+            parts.append(f"turn {self.turn}")
+        out = " ".join(parts)
+        return f"{out} ({self.detail})" if self.detail else out
+
+
+@dataclass(frozen=True)
 class Revision:
     path: str
     version: int
@@ -64,6 +99,33 @@ class Revision:
     deleted: bool
     size: int
     created_at: datetime
+    # None for revisions stored before provenance was recorded.
+    origin: Origin | None = None
+
+
+@dataclass(frozen=True)
+class BlameLine:
+    """One line of a file and the revision that last changed it."""
+
+    number: int
+    text: str
+    version: int
+    author: str
+    approval: str
+    created_at: datetime
+    origin: Origin | None
+    message: str
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A file ranked by ``search``: its path (as the caller's namespace shows it), a
+    relevance score (higher is better; comparable within one answer only) and a snippet."""
+
+    path: str
+    score: float
+    snippet: str
+    version: int
 
 
 @dataclass(frozen=True)
