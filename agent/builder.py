@@ -20,6 +20,7 @@ from memagent.agent.prompt import PromptBuilder
 from memagent.agent.subagents import run_subagent
 from memagent.agent.tools import ChangeLog, MemoryTools, TaskTool, ToolBox, ToolProvider, ToolResult
 from memagent.agent.tools.mcp import McpTools, Warn
+from memagent.agent.tools.search import SearchTools
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
@@ -43,7 +44,7 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
         assert agent is not None  # the model cannot call a tool before the agent exists
         return run_subagent(agent, name, description)
 
-    providers: list[ToolProvider] = [memory, TaskTool(run_task)]
+    providers: list[ToolProvider] = [memory, SearchTools(view), TaskTool(run_task)]
     if mcp is not None:
         providers.append(mcp)
     prompt = PromptBuilder(view, mcp_lines=mcp.prompt_lines if mcp is not None else None)

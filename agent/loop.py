@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from memagent.agent.context import (
@@ -238,6 +238,10 @@ class Agent:
         self._ensure_thread()
         self.retry_text = user_text
         self._add({"role": "user", "content": [{"type": "text", "text": user_text}]}, title=title)
+        if self.thread_id is not None:
+            # Provenance of this turn's memory edits: the thread and the user turn (1 = first).
+            self.memory.origin = replace(self.memory.origin, thread=self.thread_id,
+                                         turn=sum(1 for m in self.messages if is_turn_start(m)))
         opened = len(self.messages)
         total = Usage()
         costs: list[float | None] = []

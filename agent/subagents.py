@@ -17,12 +17,15 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from memagent.agent.prompt import SystemPrompt
 from memagent.agent.tools import READ_ONLY, MemoryTools, ToolBox, ToolResult
 from memagent.agent.tools.mcp import McpTools
 from memagent.agent.tools.memory import DEFINITIONS
+from memagent.agent.tools.search import NAMES as SEARCH_NAMES
+from memagent.agent.tools.search import SearchTools
 from memagent.validators import check_name, read_frontmatter, validate
 from memagent.vfs.errors import NotFound
 
@@ -72,7 +75,7 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     if not body:
         return ToolResult(f"{path} has no instructions (its body is empty); write them first", True)
     listed = meta.get("tools")
-    known_tools = {d["name"] for d in DEFINITIONS}
+    known_tools = {d["name"] for d in DEFINITIONS} | SEARCH_NAMES
     allowed = (frozenset(t for t in listed if isinstance(t, str) and (t in known_tools or t.startswith("mcp__")))
                if isinstance(listed, list) else READ_ONLY)
     model = parent.model
@@ -81,8 +84,10 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
         model = parent.model_factory(wanted)
     memory = MemoryTools(view, parent.memory.gate, author="subagent", log=parent.memory.log,
                          check_tools_json=parent.memory.check_tools_json)
+    # Its edits come from the parent's conversation and turn, through this subagent.
+    memory.origin = replace(parent.memory.origin, kind="subagent", detail=name)
     mcp = [p for p in parent.tools.providers if isinstance(p, McpTools)]
-    child = Agent(ToolBox([memory, *mcp], allowed=allowed), model, memory=memory, hooks=parent.hooks,
+    child = Agent(ToolBox([memory, SearchTools(view), *mcp], allowed=allowed), model, memory=memory, hooks=parent.hooks,
                   max_steps=SUBAGENT_MAX_STEPS,
                   prompt=FixedPrompt(f"You are the subagent '{name}'.\n\n{body}"))
     result = child.turn(description)

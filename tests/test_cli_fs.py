@@ -30,7 +30,8 @@ def test_round_trip_on_fresh_home() -> None:
     assert out(run("fs", "glob", "**/*.md", "-a", "demo")) == "/AGENTS.md\n/knowledge/people/ann.md\n"
     assert out(run("fs", "ls", "-a", "demo")) == "AGENTS.md  (35 B)\nknowledge/  (1 file)\n"
 
-    log = out(run("fs", "log", "/AGENTS.md", "-a", "demo")).splitlines()
+    header, *log = out(run("fs", "log", "/AGENTS.md", "-a", "demo")).splitlines()
+    assert header.split() == ["version", "date", "author", "approval", "size", "origin", "reason"]
     assert [line.split()[0] for line in log] == ["v3", "v2", "v1"]
     assert "cli" in log[0] and "UTC" in log[0]
 

@@ -195,7 +195,7 @@ def test_yolo_applies_without_asking_and_records_yolo(api: FakeMessagesAPI, bot:
     assert "bot (yolo)> use bullet points" in out(p)
     assert cat("/AGENTS.md") == AGENTS_WITH_RULE
     log = out(run("fs", "log", "/AGENTS.md", "--agent", "bot")).splitlines()
-    assert log[0].split()[4:6] == ["agent", "yolo"]
+    assert log[1].split()[4:6] == ["agent", "yolo"]
 
 
 # -- (5) /undo --------------------------------------------------------------------------

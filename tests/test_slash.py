@@ -156,11 +156,12 @@ def test_history_of_a_path_and_of_the_session(store: SqlStore) -> None:
     assert "No memory changes in this session yet." in run.out
     session_log = run.out.split("/history\n")[2]
     lines = session_log.splitlines()
-    assert lines[0].startswith("/skills/meeting-notes.md  v1") and "agent    human" in lines[0]
-    assert lines[1].startswith("/AGENTS.md  v2")
+    assert lines[0].split() == ["path", "version", "date", "author", "approval", "size", "origin", "reason"]
+    assert lines[1].split()[:2] == ["/skills/meeting-notes.md", "v1"] and lines[1].split()[5:7] == ["agent", "human"]
+    assert lines[2].split()[:2] == ["/AGENTS.md", "v2"] and " chat " in lines[2] and "turn 1" in lines[2]
     path_log = run.out.split("/history /AGENTS.md\n")[1].splitlines()
     assert path_log[0] == "/AGENTS.md"
-    assert path_log[1].startswith("v2") and path_log[2].startswith("v1")
+    assert path_log[1].startswith("version") and path_log[2].startswith("v2") and path_log[3].startswith("v1")
 
 
 # -- /undo ---------------------------------------------------------------------------------------
@@ -181,7 +182,7 @@ def test_undo_reverts_an_edit_as_user_human(store: SqlStore) -> None:
     assert "Undone: /AGENTS.md is back to version 1 (recorded as version 3)." in run.out
     assert "Nothing to undo" in run.out
     history = run.out.split("/history\n")[1].splitlines()
-    assert history[0].startswith("/AGENTS.md  v3") and history[1].startswith("/AGENTS.md  v2")
+    assert history[1].split()[:2] == ["/AGENTS.md", "v3"] and history[2].split()[:2] == ["/AGENTS.md", "v2"]
 
 
 def test_undo_deletes_a_created_file_and_walks_back(sqlite_store: SqlStore) -> None:

@@ -123,6 +123,8 @@ class Session:
             try:
                 if slash.is_command(line):
                     slash.dispatch(self, line)
+                elif slash.is_note(line):
+                    slash.note(self, line)
                 else:
                     self.run_turn(line)
             except KeyboardInterrupt:

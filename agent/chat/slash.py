@@ -24,6 +24,7 @@ from memagent.agent.tools.mcp import render_report
 from memagent.validators import check_name, read_frontmatter, validate
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.render import human_size, render_log, when
+from memagent.vfs.types import Origin
 
 if TYPE_CHECKING:
     from memagent.agent.chat.session import Session
@@ -52,6 +53,19 @@ def command(name: str, args: str, help: str) -> Callable[[Handler], Handler]:
 
 def is_command(line: str) -> bool:
     return line.startswith("/")
+
+
+def is_note(line: str) -> bool:
+    """``# note``: a line for memory, routed through the agent (as in Claude Code)."""
+    return line.startswith("#") and bool(line.lstrip("#").strip())
+
+
+def note(session: Session, line: str) -> None:
+    """Route a ``#`` note to the right memory file through the agent and the approval gate."""
+    from memagent.agent.reflection import note_prompt
+
+    text = line.lstrip("#").strip()
+    session.run_turn(note_prompt(text), title="note: " + " ".join(text.split())[:50])
 
 
 def dispatch(session: Session, line: str) -> None:
@@ -148,11 +162,10 @@ def history(session: Session, arg: str) -> None:
     if not session.log.made:
         session.ui.info("No memory changes in this session yet.")
         return
-    lines = []
+    revs = []
     for change in reversed(session.log.made):
-        revs = [r for r in view.history(change.path) if r.version == change.version]
-        lines.append(f"{change.path}  " + (render_log(revs) if revs else f"v{change.version}"))
-    session.ui.show_text("\n".join(lines))
+        revs += [r for r in view.history(change.path) if r.version == change.version]
+    session.ui.show_text(render_log(revs, with_path=True))
 
 
 @command("/undo", "", "revert the last memory edit made in this session")
@@ -168,19 +181,39 @@ def undo(session: Session, arg: str) -> None:
             f"{change.path} changed after that edit (it is now version {current}); see "
             f"/history {change.path} and use `memagent fs revert` to pick a version")
         return
+    origin = Origin("chat", thread=session.agent.thread_id, detail="/undo")
     if change.before is None:
         done = view.delete(change.path, expected_version=change.version, author="user",
-                           approval="human", message=f"undo: remove version {change.version}")
+                           approval="human", message=f"undo: remove version {change.version}", origin=origin)
         what = f"removed {change.path}, which that edit created"
     else:
         done = view.revert(change.path, change.version - 1, author="user", approval="human",
-                           message=f"undo version {change.version}")
+                           message=f"undo version {change.version}", origin=origin)
         what = f"{change.path} is back to version {change.version - 1}"
     log.undoable.pop()
     log.record(done, undoable=False)
     # The model's idea of the file is now stale: make it read the file again.
     session.memory.seen.pop(change.path, None)
     session.ui.info(f"Undone: {what} (recorded as version {done.version}).")
+
+
+@command("/review", "", "review memory edits proposed by background reflection (memagent reflect)")
+def review(session: Session, arg: str) -> None:
+    from memagent.agent.reflection import review as run_review
+    from memagent.vfs.proposals import ProposalStore
+
+    queue = ProposalStore(session.threads.engine)
+    if not queue.count_pending(session.view.agent):
+        session.ui.info("No proposals waiting for review (`memagent reflect` makes them).")
+        return
+    summary = run_review(session.view, queue, session.ui.confirm, on_log=session.ui.info)
+    for _, change in summary.applied:
+        session.log.record(change)
+        # The model's idea of the file is now stale: make it read the file again.
+        session.memory.seen.pop(change.path, None)
+    left = queue.count_pending(session.view.agent)
+    session.ui.info(f"Review done: {len(summary.applied)} applied, {len(summary.rejected)} rejected, "
+                    f"{len(summary.dropped)} dropped as stale, {left} pending.")
 
 
 # -- tools and subagents --------------------------------------------------------------

@@ -105,6 +105,12 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     else:
         info = threads.get(view.agent, tid)
         where = f"thread {tid[:8]} resumed ({info.messages} messages: {info.title or 'untitled'})"
+    from memagent.vfs.proposals import ProposalStore
+
+    waiting = ProposalStore(ctx.store.engine).count_pending(view.agent)
+    if waiting:
+        notes.append(f"{waiting} memory proposal{'s' if waiting != 1 else ''} from reflection waiting "
+                     "for review: type /review")
     ui.header([
         f"memagent · agent {view.agent} · model {name} · {where}"
         + (" · yolo: edits are not asked" if yolo else ""),

@@ -13,7 +13,7 @@ import click
 
 from memagent.agent.cli.common import Ctx, memory_command
 from memagent.vfs.errors import VfsError
-from memagent.vfs.render import render_log, render_ls
+from memagent.vfs.render import render_blame, render_log, render_ls, render_search
 from memagent.vfs.search import render as render_grep
 
 
@@ -146,11 +146,28 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
     click.echo(render_grep(result))
 
 
+@memory_command(fs, "search",
+    click.argument("query"),
+    click.option("-k", "--limit", "k", type=click.IntRange(1, 100), default=10, show_default=True,
+                 help="Most results to print."),
+    click.option("--path", "path", default="/", help="Only below this folder (e.g. /conversations)."))
+def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str) -> None:
+    """Rank memory files and past conversations by relevance to QUERY (full-text, stemmed words)."""
+    click.echo(render_search(ctx.view(agent).search(query, k=k, path=path), query[:200]))
+
+
 @memory_command(fs, "log",
     click.argument("path"))
 def log_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
-    """List a file's revisions, newest first."""
+    """List a file's revisions, newest first: author, approval, origin and reason."""
     click.echo(render_log(ctx.view(agent).history(path)))
+
+
+@memory_command(fs, "blame",
+    click.argument("path"))
+def blame_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
+    """Show each line of PATH with the revision (and conversation) that last changed it."""
+    click.echo(render_blame(ctx.view(agent).blame(path)))
 
 
 @memory_command(fs, "diff",

@@ -19,6 +19,7 @@ from memagent.agent.cli.common import Ctx
 from memagent.agent.cli.db import db_group
 from memagent.agent.cli.fs import fs
 from memagent.agent.cli.init import agents_cmd, init, templates_cmd
+from memagent.agent.cli.reflect import reflect_cmd, remember_cmd, review_cmd
 from memagent.agent.cli.tools import tools_cmd
 from memagent.agent.cli.transfer import export_cmd, import_cmd
 from memagent.agent.cli.validate import validate
@@ -57,7 +58,8 @@ def main(ctx: click.Context, db: str | None) -> None:
     ctx.obj = Ctx(db)
 
 
-for command in (init, templates_cmd, validate, agents_cmd, fs, chat, db_group, export_cmd, import_cmd, tools_cmd):
+for command in (init, templates_cmd, validate, agents_cmd, fs, chat, db_group, export_cmd, import_cmd, tools_cmd,
+                reflect_cmd, review_cmd, remember_cmd):
     main.add_command(command)
 
 

@@ -58,6 +58,7 @@ class ApprovalRequest:
     new_file: bool = False
     detail: str = ""  # e.g. the destination of a move, or a tool's server/name
     note: str = ""  # something the person should know before answering (e.g. an unreachable server)
+    reason: str = ""  # the model's one-line reason for the change, kept as the revision's message
 
     @classmethod
     def for_change(cls, pending: PendingChange) -> ApprovalRequest:

@@ -12,6 +12,10 @@ traces a write from the tool call to the commit. Invariants:
 - ``seen`` maps view paths to the version the model has seen (by reading it,
   writing it, or finding it in the system prompt); a write over an existing file
   the model has not seen is refused.
+- Mutating tools take an optional one-line ``reason`` (secret-scanned before anyone
+  is asked): the approval panel shows it and the revision keeps it as its message.
+  Every commit carries ``origin`` (the loop sets the thread and turn; a subagent's
+  provider names the subagent).
 - Every committed change is recorded in the session's ``ChangeLog``, which the
   agent and its subagents share: ``/history`` and ``/undo`` read it.
 - A write of the agent's own ``/tools.json`` also passes ``check_tools_json`` (the
@@ -29,9 +33,10 @@ from typing import Any, Protocol
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, schema
 from memagent.vfs.errors import StaleVersion
 from memagent.vfs.render import render_ls, render_numbered
+from memagent.vfs.revisions import check_message
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
-from memagent.vfs.types import Author, Change, PendingChange
+from memagent.vfs.types import Author, Change, Origin, PendingChange
 
 
 class ToolsJsonVerdict(Protocol):
@@ -51,6 +56,10 @@ MUTATING = frozenset({"write_file", "edit_file", "delete_file"})
 READ_ONLY = frozenset({"ls", "read_file", "glob", "grep"})
 
 _PATH = {"type": "string", "description": "Absolute path inside memory, e.g. /AGENTS.md"}
+# Mutating tools take an optional one-line reason: shown to the person who approves,
+# kept as the revision's message.
+_REASON = {"type": "string", "description": "Optional: one line saying why (shown for approval, kept in history)."}
+REASON_CHARS = 200
 
 DEFINITIONS: list[dict[str, Any]] = [
     {"name": "ls", "description": "List a memory folder: one entry a line, folders end in /, with sizes.",
@@ -64,17 +73,18 @@ DEFINITIONS: list[dict[str, Any]] = [
                                        "description": "Most lines to return."}}, ["file_path"])},
     {"name": "write_file",
      "description": "Create a memory file or overwrite one you have read. Validated; a person approves it.",
-     "input_schema": schema({"file_path": _PATH, "content": {"type": "string"}}, ["file_path", "content"])},
+     "input_schema": schema({"file_path": _PATH, "content": {"type": "string"}, "reason": _REASON},
+                            ["file_path", "content"])},
     {"name": "edit_file",
      "description": "Replace an exact string in a memory file. old_string must occur once unless "
                     "replace_all is true. Validated; a person approves it.",
      "input_schema": schema({"file_path": _PATH, "old_string": {"type": "string"},
                              "new_string": {"type": "string"},
-                             "replace_all": {"type": "boolean", "default": False}},
+                             "replace_all": {"type": "boolean", "default": False}, "reason": _REASON},
                             ["file_path", "old_string", "new_string"])},
     {"name": "delete_file",
      "description": "Delete a memory file (kept in history; revertible). A person approves it.",
-     "input_schema": schema({"file_path": _PATH}, ["file_path"])},
+     "input_schema": schema({"file_path": _PATH, "reason": _REASON}, ["file_path"])},
     {"name": "glob",
      "description": "Find memory files by pattern: ** crosses folders, {a,b} braces; a pattern "
                     "without / matches file names at any depth.",
@@ -124,6 +134,8 @@ class MemoryTools:
         self.check_tools_json = check_tools_json
         self.gate = gate
         self.author: Author = author
+        # Where this provider's changes come from; the loop sets the thread and turn.
+        self.origin: Origin = Origin("subagent" if author == "subagent" else "chat")
         self.log = log if log is not None else ChangeLog()
         self.seen: dict[str, int] = {}
         self._handlers: dict[str, Callable[..., ToolResult]] = {
@@ -170,9 +182,11 @@ class MemoryTools:
                 f"version {pending.expected_version}); read it again and re-apply your change"
             )
 
-    def _gated(self, pending: PendingChange) -> ToolResult:
+    def _gated(self, pending: PendingChange, reason: str = "") -> ToolResult:
         self._check_seen(pending)
-        request = ApprovalRequest.for_change(pending)
+        reason = one_line_reason(reason)
+        check_message(pending.shown, reason)  # refused before anyone is asked, not after
+        request = replace(ApprovalRequest.for_change(pending), reason=reason)
         if (self.check_tools_json is not None and pending.after is not None
                 and pending.scope == self.view.scope and pending.path == "/tools.json"):
             check = self.check_tools_json(pending.after)
@@ -186,7 +200,8 @@ class MemoryTools:
             if outcome.feedback:
                 msg += f" Their feedback: {outcome.feedback}"
             return ToolResult(msg, True)
-        change = self.view.commit(pending, author=self.author, approval=outcome.approval)
+        change = self.view.commit(pending, author=self.author, approval=outcome.approval, message=reason,
+                                  origin=self.origin)
         self.log.record(change)
         if change.after is None:
             self.seen.pop(change.path, None)
@@ -195,19 +210,27 @@ class MemoryTools:
         verb = {"write": "Wrote", "edit": "Edited", "delete": "Deleted"}[pending.op]
         return ToolResult(f"{verb} {change.path} (now version {change.version}).")
 
-    def _write_file(self, file_path: str, content: str) -> ToolResult:
+    def _write_file(self, file_path: str, content: str, reason: str = "") -> ToolResult:
         pending = self.view.prepare_write(file_path, content)
         if pending.before is not None and pending.shown not in self.seen:
             return ToolResult(
                 f"{pending.shown} already exists (version {pending.expected_version}) and you have "
                 "not read it; read_file it first so you do not overwrite what you have not seen, "
                 "or use edit_file", True)
-        return self._gated(pending)
+        return self._gated(pending, reason)
 
     def _edit_file(self, file_path: str, old_string: str, new_string: str,
-                   replace_all: bool = False) -> ToolResult:
+                   replace_all: bool = False, reason: str = "") -> ToolResult:
         return self._gated(self.view.prepare_edit(file_path, old_string, new_string,
-                                                  replace_all=replace_all))
+                                                  replace_all=replace_all), reason)
 
-    def _delete_file(self, file_path: str) -> ToolResult:
-        return self._gated(self.view.prepare_delete(file_path))
+    def _delete_file(self, file_path: str, reason: str = "") -> ToolResult:
+        return self._gated(self.view.prepare_delete(file_path), reason)
+
+
+def one_line_reason(reason: object) -> str:
+    """A tool's ``reason`` as one bounded line ("" when absent or not text)."""
+    if not isinstance(reason, str):
+        return ""
+    line = " ".join(reason.split())
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"

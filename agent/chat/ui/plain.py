@@ -80,6 +80,8 @@ class PlainUI(UI):
 
     def confirm(self, request: ApprovalRequest) -> Decision:
         self._line(f"--- {self.approval_title(request)} ---")
+        if request.reason:
+            self._line(f"reason: {request.reason}")
         self._write(request.diff if request.diff.endswith("\n") else request.diff + "\n")
         if request.note:
             for line in request.note.splitlines():

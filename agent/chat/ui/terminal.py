@@ -252,6 +252,8 @@ class TerminalUI(UI):
         self._end_line()
         subtitle = "new file" if request.new_file and request.op != "tool" else None
         body: Text | Group = diff_text(request.diff) if request.op != "tool" else Text(request.diff.rstrip("\n"))
+        if request.reason:
+            body = Group(Text(f"reason: {request.reason}", style="bold"), body)
         if request.note:
             body = Group(body, Text(request.note, style="yellow"))
         self.console.print(Panel(body, title=escape(self.approval_title(request)),

@@ -1,0 +1,214 @@
+"""``memagent reflect``, ``memagent review`` and ``memagent remember``: memory that improves
+while nobody watches, and notes routed to memory from the command line.
+
+Invariants:
+- ``reflect`` is safe from cron: exit 0 when it ran (proposals stored, applied with
+  ``--yolo``, or none needed), 1 on an error (one line on stderr), 3 when there was
+  nothing to do (no new conversation, or another run of the same agent kept the lock
+  past ``--wait``). It prints one line per proposal and one summary line, never
+  asks anything, and needs no terminal.
+- ``review`` asks about each pending proposal (its diff, reason and origin) and
+  reads the answers line by line (``y``, ``n``, ``n: feedback``, ``a`` = approve
+  this and all the rest); end of input stops, leaving the rest pending. A proposal
+  whose file changed is re-based and shown as such, or dropped; never applied blindly.
+- ``remember`` runs one agent turn with the note through the approval gate, like
+  ``# note`` in chat; answers to the approval come from the terminal or stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from memagent.agent.cli import config
+from memagent.agent.cli.common import Ctx, fail, handled
+from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
+
+EXIT_NOTHING = 3
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``30m``, ``12h``, ``7d``, ``2w`` or combinations (``1h30m``)."""
+    spec = text.strip().lower().replace(" ", "")
+    parts = _DURATION.findall(spec)
+    if not spec or "".join(n + u for n, u in parts) != spec:
+        raise click.BadParameter("give a duration such as 30m, 12h, 7d or 2w (s, m, h, d, w)")
+    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0 or seconds > 10 * 365 * 86400:
+        raise click.BadParameter("give a duration between 1s and 10 years, e.g. 7d")
+    return timedelta(seconds=seconds)
+
+
+def _model_name(option: str | None) -> str:
+    return option or os.environ.get("MEMAGENT_MODEL") or MODEL_DEFAULT
+
+
+@click.command("reflect")
+@click.argument("agent", required=False)
+@click.option("--since", "since", default=None, metavar="DURATION",
+              help="Read the conversations of the last DURATION (30m, 12h, 7d) instead of those since the last run.")
+@click.option("--dry-run", is_flag=True, help="Show what would be proposed; store nothing, move no mark.")
+@click.option("--yolo", is_flag=True,
+              help="Apply the edits at once instead of queueing them (revisions say yolo, origin reflect).")
+@click.option("--wait", "wait", type=click.FloatRange(0, 3600), default=60.0, show_default=True,
+              metavar="SECONDS", help="How long to wait for another reflect run of the agent to finish.")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
+@click.pass_obj
+@handled
+def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, yolo: bool, wait: float,
+                model_name: str | None) -> None:
+    """Reflect on AGENT's recent conversations and propose memory edits for review.
+
+    \b
+    Reads the conversations since the last run (or of the last --since DURATION),
+    asks the model what is worth keeping (generalised rules, not lists of cases)
+    and stores its edits as proposals; `memagent review AGENT` applies them.
+    Exit status: 0 done, 1 error, 3 nothing to do. Safe to run from cron.
+    """
+    from memagent.agent.cli.chat import NO_KEY, stream_enabled
+    from memagent.agent.model import ModelError
+    from memagent.agent.model.anthropic_client import AnthropicModel
+    from memagent.agent.model.startup import api_key_configured
+    from memagent.agent.reflection import reflect
+    from memagent.vfs.proposals import Busy, ProposalStore
+
+    window = parse_duration(since) if since is not None else None
+    view = ctx.view(agent)
+    if not api_key_configured():
+        fail(NO_KEY)
+    try:
+        model = AnthropicModel(_model_name(model_name), stream=stream_enabled())
+    except ModelError as exc:
+        fail(str(exc))
+    start = datetime.now(UTC) - window if window is not None else None
+    try:
+        result = reflect(view, model, ProposalStore(ctx.store.engine), since=start, dry_run=dry_run, yolo=yolo,
+                         wait=wait, on_log=click.echo)
+    except Busy as exc:
+        click.echo(f"{exc}; nothing done (it reads the same conversations)", err=True)
+        sys.exit(EXIT_NOTHING)
+    except ModelError as exc:
+        fail(f"the model request failed: {exc}; nothing was stored, run reflect again later")
+    if result.status == "nothing":
+        click.echo(result.message)
+        sys.exit(EXIT_NOTHING)
+    click.echo(result.message)
+
+
+@click.command("review")
+@click.argument("agent", required=False)
+@click.option("--list", "list_only", is_flag=True, help="List the pending proposals without asking.")
+@click.pass_obj
+@handled
+def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
+    """Approve or reject the memory edits that `memagent reflect` proposed.
+
+    \b
+    Each proposal shows its diff, reason and origin; answer
+    y = approve, n = reject, n: <feedback> = reject and say why (the next
+    reflect run reads it), a = approve this one and all the rest.
+    """
+    from memagent.agent.gate import Decision
+    from memagent.agent.reflection import Review, review
+    from memagent.agent.tools import ApprovalRequest
+    from memagent.vfs.proposals import ProposalStore
+
+    view = ctx.view(agent)
+    queue = ProposalStore(ctx.store.engine)
+    pending = Review(view, queue).pending()
+    if not pending:
+        click.echo(f"No proposals waiting for review for agent {view.agent!r}.")
+        return
+    if list_only:
+        for p in pending:
+            threads = ", ".join(t[:8] for t in p.threads)
+            click.echo(f"#{p.id}  {p.op:<6} {p.shown}  run {p.run_id}" + (f"  threads {threads}" if threads else "")
+                       + (f"  — {p.reason}" if p.reason else ""))
+        click.echo(f"{len(pending)} pending; `memagent review {view.agent}` to decide.")
+        return
+    click.echo(f"{len(pending)} proposal(s) waiting for review for agent {view.agent!r}.")
+    interactive = sys.stdin.isatty()
+
+    def decide(request: ApprovalRequest) -> Decision:
+        click.echo(f"--- {request.note.splitlines()[0]}: {request.op} {request.path} ---")
+        for extra in request.note.splitlines()[1:]:
+            click.echo(f"note: {extra}")
+        if request.reason:
+            click.echo(f"reason: {request.reason}")
+        click.echo(request.diff.rstrip("\n"))
+        click.echo("---")
+        while True:
+            click.echo("Approve? [y]es / [n]o / n: feedback / [a]ll ", nl=not interactive)
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError
+            answer = line.strip()
+            decision = Decision.parse("a" if answer.lower() == "all" else answer)
+            if decision is not None:
+                return decision
+            click.echo("answer y, n, n: <feedback> or a")
+
+    try:
+        summary = review(view, queue, decide, on_log=click.echo)
+    except EOFError:
+        left = Review(view, queue).pending()
+        click.echo(f"end of input: {len(left)} proposal(s) left pending")
+        return
+    remaining = len(Review(view, queue).pending())
+    click.echo(f"{len(summary.applied)} applied, {len(summary.rejected)} rejected, "
+               f"{len(summary.dropped)} dropped as stale, {remaining} pending")
+
+
+@click.command("remember")
+@click.argument("agent")
+@click.argument("note")
+@click.option("--yolo", is_flag=True, help="Apply the agent's memory edits without asking.")
+@click.option("--model", "model_name", default=None, metavar="M",
+              help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
+@click.pass_obj
+@handled
+def remember_cmd(ctx: Ctx, agent: str, note: str, yolo: bool, model_name: str | None) -> None:
+    """Route NOTE through AGENT to the right memory file (AGENTS.md, a skill, or knowledge).
+
+    The agent's edits show a diff and ask, as in chat (y, n, n: feedback, a);
+    without a terminal the answers are read from standard input.
+    """
+    from memagent.agent.chat import slash
+    from memagent.agent.chat.session import build_session
+    from memagent.agent.chat.ui import make_ui
+    from memagent.agent.cli.chat import NO_KEY, stream_enabled
+    from memagent.agent.model import ModelError
+    from memagent.agent.model.anthropic_client import AnthropicModel
+    from memagent.agent.model.startup import api_key_configured
+    from memagent.agent.reflection import note_prompt
+    from memagent.vfs.threads import ThreadStore
+
+    if not note.strip():
+        raise click.BadParameter("the note is empty; give the text to remember", param_hint="NOTE")
+    view = ctx.view(agent)
+    if not api_key_configured():
+        fail(NO_KEY)
+    name = _model_name(model_name)
+    try:
+        model = AnthropicModel(name, stream=stream_enabled())
+    except ModelError as exc:
+        fail(str(exc))
+    ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
+                 history_path=config.data_dir() / "chat_history")
+    session = build_session(view, model, ui, threads=ThreadStore(ctx.store.engine), yolo=yolo,
+                            model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
+    try:
+        result = session.run_turn(note_prompt(note), title="note: " + " ".join(note.split())[:50])
+    finally:
+        session.close()
+    if result is None:
+        sys.exit(1)
+    if not session.log.made:
+        click.echo("(memory unchanged)")

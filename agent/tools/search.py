@@ -1,0 +1,64 @@
+"""``search_memory``: memory files and past conversations ranked by relevance, as a tool.
+
+Invariants:
+- Read-only: it changes nothing and asks no one.
+- Ranking goes through a ``MemorySearch`` (anything with ``search(query, k)``
+  returning ``SearchHit``s in view paths). The default is the agent's view, answered
+  by the database's full-text index (``vfs/ranking.py``); an embedding ranker can
+  replace it later without changing the tool's name, parameters or result text.
+- Errors are values: an empty or wordless query, or a bad ``k``, is an
+  ``is_error`` result saying how to fix the call; no query can crash or hang it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from memagent.agent.tools.base import ToolResult, schema
+from memagent.vfs.render import render_search
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.types import SearchHit
+
+DEFAULT_K = 10
+MAX_K = 50
+NAMES = frozenset({"search_memory"})
+
+DEFINITIONS: list[dict[str, Any]] = [
+    {"name": "search_memory",
+     "description": "Find the memory files and past conversations (/conversations/) most relevant to a "
+                    "question, ranked by full-text relevance, each with a short snippet and its path. Use it "
+                    "when you do not know which file holds something; then read_file the best hits. Words "
+                    "are matched by stem (meeting ~ meetings); use grep for exact text or patterns.",
+     "input_schema": schema({
+         "query": {"type": "string", "description": "Words to look for, e.g. 'meeting notes format'"},
+         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": DEFAULT_K,
+               "description": "Most results to return."}}, ["query"])},
+]
+
+
+class MemorySearch(Protocol):
+    """What ranks files for the tool (the view's full-text search, or a later embedding ranker)."""
+
+    def search(self, query: str, *, k: int = DEFAULT_K) -> list[SearchHit]: ...
+
+
+class SearchTools:
+    """``ToolProvider`` of ``search_memory`` over one agent's view (or another ranker)."""
+
+    def __init__(self, view: AgentView, *, ranker: MemorySearch | None = None) -> None:
+        self.view = view
+        self.ranker: MemorySearch = ranker if ranker is not None else view
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return DEFINITIONS
+
+    def run(self, name: str, args: dict[str, Any]) -> ToolResult:
+        return self._search(**args)
+
+    def _search(self, query: str, k: int = DEFAULT_K) -> ToolResult:
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult("query is empty; give a few words to look for, e.g. 'meeting notes format'", True)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            return ToolResult(f"k must be a whole number from 1 to {MAX_K}; leave it out for {DEFAULT_K}", True)
+        hits = self.ranker.search(query, k=k)
+        return ToolResult(render_search(hits, query[:200]))
