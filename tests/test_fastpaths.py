@@ -250,13 +250,53 @@ def _migrate(url: str, target: str, down: bool = False) -> None:
     engine.dispose()
 
 
+def _seed_at(url: str, scope: str, batch: dict[str, str]) -> None:
+    """Rows as a database at an old schema holds them, written with plain SQL: today's
+    store writes columns later migrations added, so it cannot write an old schema."""
+    import hashlib
+    from datetime import UTC, datetime
+
+    from sqlalchemy import MetaData, insert, select
+
+    engine = db.create(url)
+    meta = MetaData()
+    meta.reflect(engine, only=["agents", "files", "revisions"])
+    agents, files, revisions = (meta.tables[n] for n in ("agents", "files", "revisions"))
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        conn.execute(insert(agents).values(name=scope.split(":", 1)[1], created_at=now))
+        for path, content in sorted(batch.items()):
+            size = len(content.encode("utf-8"))
+            file_id = conn.execute(insert(files).values(
+                scope=scope, path=path, content=content, size=size, version=1, deleted=False,
+                sha256=hashlib.sha256(content.encode("utf-8")).hexdigest(), created_at=now, updated_at=now,
+            ).returning(files.c.id)).scalar_one()
+            conn.execute(insert(revisions).values(
+                file_id=file_id, version=1, author="import", approval="cli", message="seed", content=content,
+                deleted=False, size=size, created_at=now))
+        assert conn.scalar(select(files.c.id).limit(1)) is not None
+    engine.dispose()
+
+
+def _drop_search_indexes(url: str) -> None:
+    """What migration 0003 adds, removed again: the grep fast paths' indexes."""
+    engine = db.create(url)
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            for trigger in conn.scalars(text("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                             "AND name LIKE 'files_fts%'")).all():
+                conn.execute(text(f'DROP TRIGGER "{trigger}"'))
+            conn.execute(text("DROP TABLE IF EXISTS files_fts"))
+        else:
+            conn.execute(text("DROP INDEX IF EXISTS ix_files_content_trgm"))
+            conn.execute(text("DROP INDEX IF EXISTS ix_files_listing"))
+    engine.dispose()
+
+
 @pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
 def test_migration_0003_on_existing_data(db_url: str) -> None:
     _migrate(db_url, "0002")
-    old = open_store(db_url, migrate=False)
-    old.create_agent("a")
-    old.bulk_write(S, {**generate(150, seed=3).files, **EDGE})
-    old.close()
+    _seed_at(db_url, S, {**generate(150, seed=3).files, **EDGE})
     _migrate(db_url, "0003")
     store = open_store(db_url)
     with store.engine.connect() as conn:
@@ -276,7 +316,12 @@ def test_migration_0003_on_existing_data(db_url: str) -> None:
                                      "('ix_files_content_trgm', 'ix_files_listing')"))
         assert left.all() == []
     engine.dispose()
-    down = open_store(db_url, migrate=False)  # the store still works without the indexes
+    # The store still works without the search indexes (today's schema without them).
+    _migrate(db_url, "head")
+    _drop_search_indexes(db_url)
+    down = open_store(db_url, migrate=False)
+    with down.engine.connect() as conn:
+        assert not (detect(conn).sqlite_fts or detect(conn).pg_trgm)
     down.write(S, "/down.md", "WOMBAT again\n")
     assert down.grep(S, "WOMBAT").files == ["/after.md", "/down.md"]
     down.close()
