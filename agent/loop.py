@@ -47,6 +47,7 @@ from memagent.agent.prompt import PromptBuilder, SystemPrompt, agents_md_note
 from memagent.agent.tools import MUTATING, MemoryTools, ToolBox, ToolResult
 from memagent.vfs.errors import VfsError
 from memagent.vfs.threads import ThreadStore
+from memagent.vfs.types import Change
 
 log = logging.getLogger("memagent.agent")
 
@@ -72,6 +73,10 @@ class Hooks:
     # One line about the conversation itself (turns folded into the summary, AGENTS.md
     # over its budget): secondary information for the person.
     on_notice: Callable[[str], None] = _noop
+    # A memory revision a file tool of this loop just committed (after its tool call,
+    # before its result); a subagent's come from its own loop. The front end shows
+    # the changes no person was asked about (yolo, "always").
+    on_change: Callable[[Change], None] = _noop
 
 
 class PromptSource(Protocol):
@@ -310,7 +315,11 @@ class Agent:
             for use in uses:
                 name, args = use["name"], use.get("input") or {}
                 self.hooks.on_tool_call(name, args)
+                logged = len(self.memory.log)
                 result = self.tools.run(name, args if isinstance(args, dict) else {})
+                if name in MUTATING:
+                    for change in self.memory.log.made[logged:]:
+                        self.hooks.on_change(change)
                 self.hooks.on_tool_result(name, result)
                 event = {"name": name, "input": args, "is_error": result.is_error,
                          "result": result.content[:500]}

@@ -24,7 +24,9 @@ def test_round_trip_on_fresh_home() -> None:
     assert out(p) == "edited /AGENTS.md (version 3)\n"
     assert out(run("fs", "grep", "bullet", "-a", "demo")) == "/AGENTS.md:2:- Use short bullet points.\n"
     assert out(run("fs", "grep", "-l", "Rules", "-a", "demo")) == "/AGENTS.md\n"
-    assert out(run("fs", "grep", "zebra", "-a", "demo")) == "No matches found.\n"
+    # Like grep: no match is exit 1 with nothing on stdout (issue 15).
+    nomatch = run("fs", "grep", "zebra", "-a", "demo")
+    assert (nomatch.returncode, out(nomatch)) == (1, "")
 
     run("fs", "write", "/knowledge/people/ann.md", "-a", "demo", stdin="Ann likes tea\n")
     assert out(run("fs", "glob", "**/*.md", "-a", "demo")) == "/AGENTS.md\n/knowledge/people/ann.md\n"

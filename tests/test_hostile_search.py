@@ -205,9 +205,10 @@ def test_issue_reproductions_through_the_cli() -> None:
             p = run("fs", "grep", pattern, timeout=CLI_BOUND)
         except subprocess.TimeoutExpired:
             pytest.fail(f"memagent fs grep {pattern!r} did not finish within {CLI_BOUND} s")
-        assert p.returncode == 0, err(p)
         want = _lines_matching(SAFE_TWINS[pattern], *texts)
-        assert want and out(p).splitlines() == want, pattern
+        # No match: exit 1 and nothing on stdout, like grep (issue 15).
+        assert p.returncode == (0 if want else 1), err(p)
+        assert out(p).splitlines() == want, pattern
     assert "/notes/runs.md:4:" + "a" * 40 in out(run("fs", "grep", r"hello|(a+)+$"))
 
     assert run("fs", "write", DEEP, stdin="deep\n").returncode == 0
@@ -217,7 +218,7 @@ def test_issue_reproductions_through_the_cli() -> None:
             p = run("fs", "glob", pattern, timeout=CLI_BOUND)
         except subprocess.TimeoutExpired:
             pytest.fail(f"memagent fs glob {pattern!r} did not finish within {CLI_BOUND} s")
-        assert p.returncode == 0 and out(p) == "No files found.\n", (pattern, err(p))
+        assert p.returncode == 1 and out(p) == "", (pattern, err(p))  # no match: exit 1 (issue 15)
     assert out(run("fs", "glob", "**/**/**/x.md")).splitlines() == [DEEP, "/notes/x.md"]
     assert out(run("fs", "glob", "*a*a*a*a*")).splitlines() == [LONG_NAME]
 

@@ -372,7 +372,8 @@ def test_slash_commands_through_the_subprocess(api: FakeMessagesAPI, bot: str) -
     assert remember in sent.lower() or "look back over this conversation" in sent.lower()
     assert sent.endswith("keep it short")
     assert "yolo on" in out(p)
-    assert "1 msgs" not in out(p) and "msgs" in out(p)
+    # Plurals right: "2 messages", never "1 messages" (issue 15 spells the word out).
+    assert "1 messages" not in out(p) and " messages  " in out(p)
     assert "unknown command /nonsense; type /help" in err(p)
     assert len(api.requests) == 2  # nothing after /exit
     assert json.dumps(api.requests[0]["tools"]).count("edit_file") == 1

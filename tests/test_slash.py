@@ -294,8 +294,8 @@ def test_new_starts_a_fresh_thread_and_threads_lists_them(sqlite_store: SqlStore
 
     assert user_texts(model, -1) == ["second question"]
     listing = run.out.split("/threads\n")[1].splitlines()
-    assert listing[0].startswith("* ") and listing[0].endswith("2 msgs  second question")
-    assert listing[1].startswith("  ") and listing[1].endswith("2 msgs  first question")
+    assert listing[0].startswith("* ") and listing[0].endswith("2 messages  second question")
+    assert listing[1].startswith("  ") and listing[1].endswith("2 messages  first question")
     assert "UTC" in listing[0]
     ids = [t.id[:8] for t in ThreadStore(sqlite_store.engine).list("a")]
     assert [line[2:].split()[0] for line in listing[:2]] == ids

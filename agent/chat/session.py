@@ -9,8 +9,11 @@ Invariants:
 - End of input ends the session with status 0, also when it comes during an
   approval (the UI rejects the edit and marks itself closed).
 - Every memory revision this session makes (the agent's and its subagents' through
-  the gate, and ``/undo``'s) is recorded in one ``ChangeLog`` (``Session.log``), in
-  order: ``/history`` and ``/undo`` read it.
+  the gate, and ``/undo``'s, ``/redo``'s and ``/edit``'s) is recorded in one
+  ``ChangeLog`` (``Session.log``), in order: ``/history``, ``/diff``, ``/undo`` and
+  ``/redo`` read it.
+- A typed message's ``@path`` tokens attach those memory files (``attach``); the
+  person is told what was attached, and the model may then edit those versions.
 - The MCP servers of ``/tools.json`` are connected when the session is built (a
   failure is a one-line warning) and stopped when ``run`` returns, however it
   returns (``/exit``, end of input, an exception), so no server process outlives
@@ -24,6 +27,9 @@ from dataclasses import dataclass, field
 
 from memagent.agent.builder import build_agent
 from memagent.agent.chat import slash
+from memagent.agent.chat.attach import attach
+from memagent.agent.chat.attach import describe as describe_attached
+from memagent.agent.chat.recap import recap
 from memagent.agent.chat.ui.base import UI, PromptInfo
 from memagent.agent.gate import Gate
 from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, TurnResult
@@ -99,7 +105,38 @@ class Session:
         return self.agent.model.name
 
     def prompt(self) -> PromptInfo:
-        return PromptInfo(self.view.agent, self.gate.yolo)
+        return PromptInfo(self.view.agent, self.gate.yolo, self.gate.always)
+
+    def switch_thread(self, thread_id: str) -> None:
+        """Continue ``thread_id`` in this session and show its last few turns."""
+        self.agent.load_thread(thread_id)
+        # What the model read belongs to the other conversation.
+        self.memory.seen.clear()
+        info = self.threads.get(self.view.agent, thread_id)
+        self.ui.info(f"Resumed thread {thread_id[:8]}: {info.title or 'untitled'} "
+                     f"({info.messages} message{'s' if info.messages != 1 else ''}).")
+        self.show_recap()
+
+    def show_recap(self) -> None:
+        """The last few turns of the current thread, if it has any."""
+        lines = recap(self.agent.messages, self.view.agent)
+        if lines:
+            self.ui.note("the last turns of this thread:")
+            self.ui.show_text("\n".join(lines))
+
+    def send(self, text: str) -> TurnResult | None:
+        """A message the person typed: ``@path`` attaches memory files, then one turn."""
+        found = attach(self.view, text)
+        for token in found.missing:
+            self.ui.note(f"{token}: no such memory file; sent without it")
+        if found.skipped:
+            self.ui.note(f"not attached (over {len(found.files)} files or 256 KiB): {', '.join(found.skipped)}")
+        if found.files:
+            self.ui.note(describe_attached(found.files))
+            for f in found.files:
+                # The model has the whole file now: it may edit that version.
+                self.memory.seen[f.path] = f.version
+        return self.run_turn(found.text)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -126,7 +163,7 @@ class Session:
                 elif slash.is_note(line):
                     slash.note(self, line)
                 else:
-                    self.run_turn(line)
+                    self.send(line)
             except KeyboardInterrupt:
                 self.ui.note("interrupted")
         return 0
@@ -173,7 +210,8 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     ``model_factory`` builds the model a subagent's frontmatter asks for;
     ``context_budget`` (tokens) caps each request (default: ``context.DEFAULT_BUDGET``).
     """
-    gate = Gate(ui.confirm, yolo=yolo)
+    gate = Gate(ui.approver, yolo=yolo)
+    ui.memory_paths = lambda: view.glob("**", "/")
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)
     hub = McpHub()

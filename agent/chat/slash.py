@@ -5,8 +5,8 @@ Invariants:
   completion all read it, so a command cannot exist without its one-line help.
 - Commands change memory only two ways: ``/remember`` and ``/compact`` send a prompt
   through ``Agent.turn``, so every edit passes the validators and the approval gate;
-  ``/undo`` is the person's own act and is recorded as author ``user``, approval
-  ``human``.
+  ``/undo``, ``/redo`` and ``/edit`` are the person's own acts, recorded as author
+  ``user``, approval ``human`` (``changes`` keeps undo and redo stacking).
 - A command's mistake (a missing file, a bad path) is one line through the UI; it
   never ends the session.
 """
@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from memagent.agent.chat import changes
 from memagent.agent.context import compose
 from memagent.agent.tools import READ_ONLY
 from memagent.agent.tools.mcp import render_report
 from memagent.validators import check_name, read_frontmatter, validate
-from memagent.vfs.errors import NotFound, VfsError
+from memagent.vfs.errors import NotFound, ValidationFailed, VfsError
 from memagent.vfs.render import human_size, render_log, when
 from memagent.vfs.types import Origin
 
@@ -168,33 +169,113 @@ def history(session: Session, arg: str) -> None:
     session.ui.show_text(render_log(revs, with_path=True))
 
 
-@command("/undo", "", "revert the last memory edit made in this session")
+@command("/undo", "[N]", "take back this session's last memory edit (N: the last N), newest first")
 def undo(session: Session, arg: str) -> None:
-    log, view = session.log, session.view
-    if not log.undoable:
-        session.ui.info("Nothing to undo: no memory edit was made in this session.")
+    count = _count(session, arg, "/undo")
+    if count is None:
         return
-    change = log.undoable[-1]
-    current = view.history(change.path)[0].version
-    if current != change.version:
-        session.ui.error(
-            f"{change.path} changed after that edit (it is now version {current}); see "
-            f"/history {change.path} and use `memagent fs revert` to pick a version")
+    for i in range(count):
+        done = changes.undo(session.memory, Origin("chat", thread=session.agent.thread_id, detail="/undo"))
+        if done is None:
+            if i:
+                session.ui.info("Nothing more to undo.")
+            elif session.log.redoable:
+                session.ui.info("Nothing to undo; /redo re-applies what was undone.")
+            else:
+                session.ui.info("Nothing to undo: no memory edit was made in this session.")
+            return
+        session.ui.info(done.describe("undo"))
+
+
+@command("/redo", "[N]", "re-apply the last edit /undo took back (N: the last N)")
+def redo(session: Session, arg: str) -> None:
+    count = _count(session, arg, "/redo")
+    if count is None:
         return
-    origin = Origin("chat", thread=session.agent.thread_id, detail="/undo")
-    if change.before is None:
-        done = view.delete(change.path, expected_version=change.version, author="user",
-                           approval="human", message=f"undo: remove version {change.version}", origin=origin)
-        what = f"removed {change.path}, which that edit created"
+    for i in range(count):
+        done = changes.redo(session.memory, Origin("chat", thread=session.agent.thread_id, detail="/redo"))
+        if done is None:
+            session.ui.info("Nothing more to redo." if i else "Nothing to redo: /redo re-applies what /undo took back.")
+            return
+        session.ui.info(done.describe("redo"))
+
+
+def _count(session: Session, arg: str, name: str) -> int | None:
+    if not arg:
+        return 1
+    if not arg.isdigit() or int(arg) < 1:
+        session.ui.error(f"{name} takes a number of edits, e.g. `{name} 2`; got {arg!r}")
+        return None
+    return int(arg)
+
+
+@command("/diff", "[PATH]", "what this session changed in memory so far (in PATH only, if given)")
+def diff(session: Session, arg: str) -> None:
+    path = "/" + arg.strip().lstrip("/") if arg.strip() else None
+    found = changes.session_diff(session.log, path)
+    if not found:
+        session.ui.info(f"No changes to {path} in this session." if path
+                        else "No memory changes in this session yet.")
+        return
+    for shown, text in found:
+        if text:
+            session.ui.show_diff(shown, text)
+        else:
+            session.ui.info(f"{shown}: changed and changed back; no difference now.")
+
+
+@command("/edit", "PATH", "open a memory file in $EDITOR; on save it is validated and kept as your revision")
+def edit(session: Session, arg: str) -> None:
+    if not arg.strip():
+        session.ui.error("/edit needs a file, e.g. /edit /AGENTS.md")
+        return
+    from memagent.agent.chat.editor import edit_text, keep
+
+    view, path = session.view, "/" + arg.strip().lstrip("/")
+    if view.exists(path):
+        fc = view.read(path)  # a folder raises IsADirectory: one line
+        original, version = fc.content, fc.version
     else:
-        done = view.revert(change.path, change.version - 1, author="user", approval="human",
-                           message=f"undo version {change.version}", origin=origin)
-        what = f"{change.path} is back to version {change.version - 1}"
-    log.undoable.pop()
-    log.record(done, undoable=False)
-    # The model's idea of the file is now stale: make it read the file again.
-    session.memory.seen.pop(change.path, None)
-    session.ui.info(f"Undone: {what} (recorded as version {done.version}).")
+        original, version = "", 0
+        session.ui.note(f"{path} does not exist yet; saving creates it")
+    text = original
+    while True:
+        with session.ui.external():
+            text = edit_text(text, path)
+        if text == original:
+            session.ui.info(f"No change; {path} is as it was.")
+            return
+        try:
+            pending = view.prepare_write(path, text, expected_version=version)
+        except ValidationFailed as exc:
+            session.ui.error(str(exc))
+            if _ask_reopen(session):
+                continue
+            session.ui.info(f"Discarded; {path} is unchanged (your text is in {keep(text, path)}).")
+            return
+        except VfsError as exc:
+            session.ui.error(f"{exc} (your text is in {keep(text, path)})")
+            return
+        change = view.commit(pending, author="user", approval="human", message="edited by hand (/edit)",
+                             origin=Origin("chat", thread=session.agent.thread_id, detail="/edit"))
+        session.log.record(change)
+        # The model's idea of the file is stale: it must read the file again.
+        session.memory.seen.pop(change.path, None)
+        session.ui.info(f"Saved {change.path} (now version {change.version}); /undo takes it back.")
+        return
+
+
+def _ask_reopen(session: Session) -> bool:
+    while True:
+        answer = session.ui.read_text("[e]dit again or [d]iscard?")
+        if answer is None:
+            return False
+        word = answer.strip().lower()
+        if word in ("e", "edit", "r", "reopen", "y", "yes"):
+            return True
+        if word in ("d", "discard", "n", "no"):
+            return False
+        session.ui.info("Please answer e (edit again) or d (discard).")
 
 
 @command("/review", "", "review memory edits proposed by background reflection (memagent reflect)")
@@ -288,9 +369,28 @@ def threads(session: Session, arg: str) -> None:
     for t in items:
         mark = "*" if t.id == current else " "
         title = t.title or "(untitled)"
-        lines.append(f"{mark} {t.id[:8]}  {when(t.updated_at)}  {t.messages:>4} msgs  {title}")
-    lines.append("Continue one with `memagent chat --thread ID` (* = this thread).")
+        count = f"{t.messages} message{'s' if t.messages != 1 else ''}"
+        lines.append(f"{mark} {t.id[:8]}  {when(t.updated_at)}  {count:>12}  {title}")
+    lines.append(f"Switch with /resume ID, or later `memagent chat {session.view.agent} --thread ID` "
+                 "(* = this thread).")
     session.ui.show_text("\n".join(lines))
+
+
+@command("/resume", "[ID]", "switch to a thread (an id prefix from /threads; none: the latest other one)")
+def resume(session: Session, arg: str) -> None:
+    threads, agent = session.threads, session.view.agent
+    if arg.strip():
+        tid = threads.get(agent, arg.strip()).id  # unknown or ambiguous: one line
+    else:
+        others = [t for t in threads.list(agent) if t.id != session.agent.thread_id]
+        if not others:
+            session.ui.info("No other thread to resume; /threads lists them.")
+            return
+        tid = others[0].id
+    if tid == session.agent.thread_id:
+        session.ui.info(f"Already in thread {tid[:8]}.")
+        return
+    session.switch_thread(tid)
 
 
 @command("/new", "", "start a fresh thread (memory stays)")

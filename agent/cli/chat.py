@@ -1,10 +1,14 @@
 """``memagent chat``: the interactive session with an agent.
 
 Invariants:
-- Every failure before the session starts (no API key, unknown agent or thread, a
-  model client that cannot be set up) is one line on stderr and exit 1; a usage
-  mistake (``--thread`` with ``--resume``) is exit 2; a session that ends by
-  ``/exit`` or end of input exits 0.
+- Every failure before the session starts (unknown agent — said first —, no API
+  key, unknown thread) is one line on stderr and exit 1; a usage mistake
+  (``--thread`` with ``--resume``) is exit 2; a session that ends by ``/exit`` or
+  end of input exits 0.
+- The prompt does not wait for the anthropic SDK: the client is built on a thread
+  (``model.startup.BackgroundModel``) while the person types; a client that cannot
+  be set up is a one-line error at the first message.
+- A resumed thread (``--resume``, ``--thread``) shows its last few turns.
 - The UI is chosen by the terminal: a terminal gets prompt_toolkit + rich, anything
   else plain line-by-line text (see ``ui``).
 - ``MEMAGENT_STREAM=0`` asks the model for whole answers instead of a stream (for
@@ -27,6 +31,7 @@ from memagent.agent.cli.common import Ctx, fail, handled
 from memagent.agent.context import DEFAULT_BUDGET, MIN_BUDGET
 from memagent.agent.loop import DEFAULT_MAX_STEPS as MAX_STEPS_DEFAULT
 from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
+from memagent.agent.model import Model
 
 # The Anthropic client, the session and the UI are imported inside ``chat``: importing
 # the anthropic SDK takes over a second, which every other command would pay otherwise.
@@ -61,7 +66,7 @@ def stream_enabled() -> bool:
 @handled
 def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo: bool,
          model_name: str | None, max_steps: int, context_budget: int) -> None:
-    """Talk with AGENT (default: $MEMAGENT_AGENT or 'default'); it keeps what it learns.
+    """Talk with AGENT (default: -a, $MEMAGENT_AGENT, `memagent use`, the only agent); it keeps what it learns.
 
     \b
     Type /help inside for the commands. Memory edits show a diff and ask:
@@ -71,17 +76,22 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     """
     if thread_id and resume:
         raise click.UsageError("--thread and --resume cannot be used together; pick one")
-    from memagent.agent.chat import slash
-    from memagent.agent.chat.session import build_session
-    from memagent.agent.chat.ui import make_ui
-    from memagent.agent.model import ModelError
-    from memagent.agent.model.anthropic_client import AnthropicModel, api_key_configured
-    from memagent.vfs.threads import ThreadStore
+    from memagent.agent.model.startup import BackgroundModel, api_key_configured
 
+    # A missing agent is the first thing to say, before a missing key.
+    view = ctx.view(agent)
     if not api_key_configured():
         fail(NO_KEY)
     name = model_name or os.environ.get("MEMAGENT_MODEL") or MODEL_DEFAULT
-    view = ctx.view(agent)
+    # The anthropic SDK takes over a second to import: build the client on a thread
+    # while the session starts and the person types.
+    model = BackgroundModel(name, lambda: _anthropic(name))
+
+    from memagent.agent.chat import slash
+    from memagent.agent.chat.session import build_session
+    from memagent.agent.chat.ui import make_ui
+    from memagent.vfs.threads import ThreadStore
+
     threads = ThreadStore(ctx.store.engine)
     notes: list[str] = []
     tid: str | None = None
@@ -91,10 +101,6 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         tid = threads.latest(view.agent)
         if tid is None:
             notes.append("no earlier thread to resume; starting a new one")
-    try:
-        model = AnthropicModel(name, stream=stream_enabled())
-    except ModelError as exc:
-        fail(str(exc))
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
                  history_path=config.data_dir() / "chat_history")
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -104,7 +110,8 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         where = "new thread"
     else:
         info = threads.get(view.agent, tid)
-        where = f"thread {tid[:8]} resumed ({info.messages} messages: {info.title or 'untitled'})"
+        count = f"{info.messages} message{'s' if info.messages != 1 else ''}"
+        where = f"thread {tid[:8]} resumed ({count}: {info.title or 'untitled'})"
     from memagent.vfs.proposals import ProposalStore
 
     waiting = ProposalStore(ctx.store.engine).count_pending(view.agent)
@@ -114,11 +121,22 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     ui.header([
         f"memagent · agent {view.agent} · model {name} · {where}"
         + (" · yolo: edits are not asked" if yolo else ""),
-        "Type a message; /help for commands; Ctrl-C stops a turn; Ctrl-D quits.",
+        ui.input_hint,
         *notes,
     ])
     # Connects the MCP servers of /tools.json (failures are one-line warnings).
     session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
                             max_steps=max_steps, context_budget=context_budget,
-                            model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
+                            model_factory=_anthropic)
+    if tid is not None:
+        session.show_recap()
+    # Import the SDK while the person types: once the first prompt is up (the delay
+    # lets it be drawn first; the import holds the GIL for long stretches).
+    ui.on_first_prompt = lambda: model.start(delay=0.2)
     sys.exit(session.run())
+
+
+def _anthropic(name: str) -> Model:
+    from memagent.agent.model.anthropic_client import AnthropicModel
+
+    return AnthropicModel(name, stream=stream_enabled())

@@ -2,7 +2,10 @@
 
 Writes here take the agent's write path (``prepare_*`` then ``commit``: validated and
 versioned exactly like the agent's, author ``cli``, approval ``cli``) but never
-prompt: the person typing is the approval.
+prompt: the person typing is the approval. ``fs edit PATH`` without strings opens
+``$EDITOR``; invalid text is shown and may be edited again, never stored.
+``fs grep`` and ``fs glob`` exit 1 with nothing on stdout when nothing matches;
+``fs write`` refuses an empty standard input unless ``--allow-empty``.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import sys
 
 import click
 
-from memagent.agent.cli.common import Ctx, memory_command
-from memagent.vfs.errors import VfsError
+from memagent.agent.cli.common import Ctx, cli_words, fail, memory_command
+from memagent.vfs.errors import ValidationFailed, VfsError
 from memagent.vfs.render import render_blame, render_log, render_ls, render_search
+from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
 
 
@@ -64,11 +68,20 @@ def cat_cmd(ctx: Ctx, path: str, agent: str | None, version: int | None) -> None
     click.argument("path"),
     click.option("--expect-version", type=int, default=None,
                  help="Refuse unless the file is at this version (0 = must not exist)."),
+    click.option("--allow-empty", is_flag=True, help="Write an empty file when standard input is empty."),
     MESSAGE)
-def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None, message: str) -> None:
+def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None, allow_empty: bool,
+              message: str) -> None:
     """Create or overwrite PATH with the text read from standard input."""
-    content = _stdin_text()
     view = ctx.view(agent)
+    if sys.stdin.isatty():
+        # Nothing piped in: say what the silence is waiting for.
+        click.echo(f"reading the new content of {path} from standard input; end it with Ctrl-D "
+                   f"(or pipe it: `memagent fs write {path} < FILE`)", err=True)
+    content = _stdin_text()
+    if not content and not allow_empty:
+        raise VfsError(f"standard input was empty, so nothing was written to {path}; pipe the content "
+                       "in, or pass --allow-empty to write an empty file")
     # The same write path as the agent's tools; the person typing is the approval.
     pending = view.prepare_write(path, content, expected_version=expect_version)
     change = view.commit(pending, author="cli", approval="cli", message=message)
@@ -78,19 +91,58 @@ def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None
 
 @memory_command(fs, "edit",
     click.argument("path"),
-    click.argument("old_string"),
-    click.argument("new_string"),
+    click.argument("old_string", required=False),
+    click.argument("new_string", required=False),
     click.option("--all", "replace_all", is_flag=True, help="Replace every occurrence."),
     click.option("--expect-version", type=int, default=None, help="Refuse unless at this version."),
     MESSAGE)
-def edit_cmd(ctx: Ctx, path: str, old_string: str, new_string: str, agent: str | None,
+def edit_cmd(ctx: Ctx, path: str, old_string: str | None, new_string: str | None, agent: str | None,
              replace_all: bool, expect_version: int | None, message: str) -> None:
-    """Replace OLD_STRING with NEW_STRING in PATH (exact match, once unless --all)."""
+    """Replace OLD_STRING with NEW_STRING in PATH (exact match, once unless --all).
+
+    Without the strings, open PATH in $EDITOR; the saved text is validated and stored.
+    """
+    if (old_string is None) != (new_string is None):
+        raise click.UsageError("give both OLD_STRING and NEW_STRING, or neither to open $EDITOR")
     view = ctx.view(agent)
+    if old_string is None or new_string is None:
+        _edit_in_editor(view, path, expect_version, message)
+        return
     pending = view.prepare_edit(path, old_string, new_string, replace_all=replace_all,
                                 expected_version=expect_version)
     change = view.commit(pending, author="cli", approval="cli", message=message)
     click.echo(f"edited {change.path} (version {change.version})")
+
+
+def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, message: str) -> None:
+    from memagent.agent.chat.editor import edit_text, keep
+
+    if view.exists(path):
+        fc = view.read(path)
+        shown, original, version = fc.path, fc.content, fc.version
+    else:
+        shown, original, version = path, "", 0
+        click.echo(f"{path} does not exist yet; saving creates it", err=True)
+    if expect_version is not None and expect_version != version:
+        raise VfsError(f"{shown} is at version {version}, not {expect_version}; nothing was changed")
+    text = original
+    while True:
+        text = edit_text(text, shown)
+        if text == original:
+            click.echo(f"no change; {shown} is as it was")
+            return
+        try:
+            pending = view.prepare_write(shown, text, expected_version=version)
+        except ValidationFailed as exc:
+            click.echo(f"memagent: {cli_words(str(exc))}", err=True)
+            if sys.stdin.isatty() and click.confirm("Edit it again?", default=True, err=True):
+                continue
+            fail(f"{shown} is unchanged; your text is in {keep(text, shown)}")
+        except VfsError as exc:
+            fail(f"{cli_words(str(exc))} (your text is in {keep(text, shown)})")
+        change = view.commit(pending, author="cli", approval="cli", message=message or "edited by hand")
+        click.echo(f"edited {change.path} (version {change.version})")
+        return
 
 
 @memory_command(fs, "rm",
@@ -121,7 +173,9 @@ def mv_cmd(ctx: Ctx, src: str, dst: str, agent: str | None) -> None:
 def glob_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None) -> None:
     """List files matching PATTERN (** crosses folders, {a,b} braces)."""
     found = ctx.view(agent).glob(pattern, path)
-    click.echo("\n".join(found) if found else "No files found.")
+    if not found:
+        sys.exit(1)  # like grep and find scripts expect: nothing matched, nothing printed
+    click.echo("\n".join(found))
 
 
 @memory_command(fs, "grep",
@@ -143,6 +197,10 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
     result = ctx.view(agent).grep(pattern, path=path, glob=glob_, output_mode=chosen,
                                   case_insensitive=case_insensitive,
                                   fixed_strings=fixed_strings, limit=limit)
+    if not (result.files or result.lines or result.counts):
+        if result.cut:
+            click.echo(f"memagent: no match in the part searched (incomplete: {result.cut})", err=True)
+        sys.exit(1)  # like grep: no match is exit 1 with nothing on stdout
     click.echo(render_grep(result))
 
 

@@ -14,23 +14,37 @@ import os
 import click
 
 from memagent import __version__
-from memagent.agent.cli.chat import chat
 from memagent.agent.cli.common import Ctx
-from memagent.agent.cli.db import db_group
-from memagent.agent.cli.fs import fs
-from memagent.agent.cli.init import agents_cmd, init, templates_cmd
-from memagent.agent.cli.reflect import reflect_cmd, remember_cmd, review_cmd
-from memagent.agent.cli.tools import tools_cmd
-from memagent.agent.cli.transfer import export_cmd, import_cmd
-from memagent.agent.cli.validate import validate
+from memagent.agent.cli.lazy import LazyGroup
+
+# Each command's module is imported only when that command runs (``lazy.LazyGroup``):
+# name -> "module:attribute". A new command is one line here.
+COMMANDS = {
+    "init": "memagent.agent.cli.init:init",
+    "templates": "memagent.agent.cli.init:templates_cmd",
+    "validate": "memagent.agent.cli.validate:validate",
+    "agents": "memagent.agent.cli.init:agents_cmd",
+    "use": "memagent.agent.cli.use:use_cmd",
+    "fs": "memagent.agent.cli.fs:fs",
+    "chat": "memagent.agent.cli.chat:chat",
+    "db": "memagent.agent.cli.db:db_group",
+    "export": "memagent.agent.cli.transfer:export_cmd",
+    "import": "memagent.agent.cli.transfer:import_cmd",
+    "tools": "memagent.agent.cli.tools:tools_cmd",
+    "reflect": "memagent.agent.cli.reflect:reflect_cmd",
+    "review": "memagent.agent.cli.reflect:review_cmd",
+    "remember": "memagent.agent.cli.reflect:remember_cmd",
+}
 
 HELP = """memagent: an agent whose memory is a versioned folder of files in a database.
 
 \\b
 Quick start:
   memagent init myagent            create an agent with an empty /AGENTS.md
-  echo "Use bullet points." | memagent fs write /AGENTS.md --agent myagent
-  memagent fs cat /AGENTS.md --agent myagent
+  memagent chat myagent            talk with it (needs ANTHROPIC_API_KEY)
+  memagent use myagent             make it the agent commands use by default
+  echo "Use bullet points." | memagent fs write /AGENTS.md
+  memagent fs cat /AGENTS.md       (-a AGENT picks another agent, before or after fs)
 
 The database is $MEMAGENT_DB or --db (a SQLAlchemy URL); by default a SQLite file
 in $MEMAGENT_HOME (or the user data directory).
@@ -48,19 +62,16 @@ def configure_logging() -> None:
     root.setLevel(level if level in ("DEBUG", "INFO", "WARNING", "ERROR") else "DEBUG")
 
 
-@click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", "db", default=None, metavar="URL", envvar="MEMAGENT_DB",
               help="Database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB.")
+@click.option("--agent", "-a", "agent", default=None, metavar="AGENT",
+              help="Agent for the command (a sub-command's own --agent wins).")
 @click.version_option(__version__, prog_name="memagent")
 @click.pass_context
-def main(ctx: click.Context, db: str | None) -> None:
+def main(ctx: click.Context, db: str | None, agent: str | None) -> None:
     configure_logging()
-    ctx.obj = Ctx(db)
-
-
-for command in (init, templates_cmd, validate, agents_cmd, fs, chat, db_group, export_cmd, import_cmd, tools_cmd,
-                reflect_cmd, review_cmd, remember_cmd):
-    main.add_command(command)
+    ctx.obj = Ctx(db, agent)
 
 
 if __name__ == "__main__":

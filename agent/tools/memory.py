@@ -17,7 +17,10 @@ traces a write from the tool call to the commit. Invariants:
   Every commit carries ``origin`` (the loop sets the thread and turn; a subagent's
   provider names the subagent).
 - Every committed change is recorded in the session's ``ChangeLog``, which the
-  agent and its subagents share: ``/history`` and ``/undo`` read it.
+  agent and its subagents share: ``/history``, ``/diff``, ``/undo`` and ``/redo``
+  read it.
+- A prepared change that changes nothing (``before == after``) is neither shown
+  to the gate nor stored; the model is told "No change".
 - A write of the agent's own ``/tools.json`` also passes ``check_tools_json`` (the
   live probe of the MCP servers it names, ``tools.mcp.McpTools.check_write``)
   between the seen check and the gate: a refusal changes nothing; a note goes
@@ -91,8 +94,15 @@ DEFINITIONS: list[dict[str, Any]] = [
      "input_schema": schema({"pattern": {"type": "string"}, "path": {**_PATH, "default": "/"}},
                             ["pattern"])},
     {"name": "grep",
-     "description": "Search memory file contents with a Python regular expression (or a fixed "
-                    "string). Content lines print as path:line:text.",
+     "description": "Search memory file contents with a Python regular expression (`re` syntax, or a "
+                    "fixed string), matched one line at a time. Content lines print as path:line:text. "
+                    "Matching takes time linear in the text for all syntax except backreferences "
+                    "(\\1, (?P=name)), lookarounds ((?=...), (?!...), (?<=...), (?<!...)), conditionals, "
+                    "atomic groups, possessive quantifiers, \\B and repeat counts above 1000 (\\b is linear "
+                    "on ASCII text). Patterns using those run on a backtracking matcher with a 5-second "
+                    "limit per call; if it is reached you get what was found so far and a last line "
+                    "'(incomplete: ...)' naming where it stopped and why: rewrite the pattern without "
+                    "that construct, or narrow path or glob.",
      "input_schema": schema({
          "pattern": {"type": "string"},
          "path": {**_PATH, "default": "/"},
@@ -109,17 +119,38 @@ DEFINITIONS: list[dict[str, Any]] = [
 class ChangeLog:
     """The memory revisions one chat session made, shared by the agent and its subagents.
 
-    ``made`` holds every revision in order (edits, and ``/undo``'s reverts) for
-    ``/history``; ``undoable`` the edits ``/undo`` can still take back, newest last.
+    ``made`` holds every revision in order (edits, and ``/undo``'s and ``/redo``'s
+    own revisions) for ``/history`` and ``/diff``; ``undoable`` the edits ``/undo``
+    can still take back, newest last; ``redoable`` the edits ``/undo`` took back,
+    which ``/redo`` re-applies, newest last. A new edit empties ``redoable`` (as in
+    an editor); an undo or a redo is itself a revision, so they stack.
     """
 
     made: list[Change] = field(default_factory=list)
     undoable: list[Change] = field(default_factory=list)
+    redoable: list[Change] = field(default_factory=list)
 
     def record(self, change: Change, *, undoable: bool = True) -> None:
         self.made.append(change)
         if undoable:
             self.undoable.append(change)
+            self.redoable.clear()
+
+    def record_undo(self, undone: Change, done: Change) -> None:
+        """``done`` is the revision that took back ``undone``, the newest undoable edit."""
+        self.made.append(done)
+        self.undoable.remove(undone)
+        self.redoable.append(undone)
+
+    def record_redo(self, redone: Change, done: Change) -> None:
+        """``done`` re-applied ``redone``, the newest undone edit; it can be undone in turn."""
+        self.made.append(done)
+        self.redoable.remove(redone)
+        self.undoable.append(done)
+
+    def last_version(self, path: str) -> int | None:
+        """The version of the newest revision of ``path`` this session made, if any."""
+        return next((c.version for c in reversed(self.made) if c.path == path), None)
 
     def __len__(self) -> int:
         return len(self.made)
@@ -183,6 +214,11 @@ class MemoryTools:
             )
 
     def _gated(self, pending: PendingChange, reason: str = "") -> ToolResult:
+        if pending.before == pending.after:
+            # Nothing to approve or store; the model now knows this version's content.
+            self.seen[pending.shown] = pending.expected_version
+            return ToolResult(f"No change: {pending.shown} already has exactly that content "
+                              f"(version {pending.expected_version}); nothing was written.")
         self._check_seen(pending)
         reason = one_line_reason(reason)
         check_message(pending.shown, reason)  # refused before anyone is asked, not after
@@ -221,6 +257,11 @@ class MemoryTools:
 
     def _edit_file(self, file_path: str, old_string: str, new_string: str,
                    replace_all: bool = False, reason: str = "") -> ToolResult:
+        if old_string and old_string == new_string:
+            fc = self.view.read(file_path)
+            if old_string in fc.content:
+                return ToolResult(f"No change: old_string and new_string are the same, so {fc.path} stays "
+                                  f"as it is (version {fc.version}); nothing was written.")
         return self._gated(self.view.prepare_edit(file_path, old_string, new_string,
                                                   replace_all=replace_all), reason)
 

@@ -6,7 +6,11 @@ spinner, user turns and approval answers read line by line.
 
 Invariants:
 - Everything a person sees or types in ``memagent chat`` goes through a ``UI``; the
-  agent core reaches it only through ``Hooks`` and the gate's approver (``confirm``).
+  agent core reaches it only through ``Hooks`` and the gate's approver (``approver``,
+  which calls ``confirm``).
+- Nothing is applied out of sight: every revision a file tool commits reaches
+  ``on_change``; one the person did not approve after seeing its diff (yolo, after
+  ``a``) is shown as a compact diff (``compact_diff``: changed lines, folded).
 - ``confirm`` is the one place a memory edit is approved: it returns a ``Decision``,
   re-asks on an unclear answer, and at end of input rejects the edit and ends the
   session: it sets ``closed`` and raises ``KeyboardInterrupt``, which the loop already
@@ -23,11 +27,15 @@ Invariants:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from memagent.agent.gate import Decision
 from memagent.agent.loop import Hooks
 from memagent.agent.tools import ApprovalRequest, ToolResult
+from memagent.vfs.edits import unified_diff
+from memagent.vfs.types import Change
 
 APPROVAL_QUESTION = "Approve? [y]es / [n]o / n: feedback / [a]lways"
 APPROVAL_HELP = "Please answer y, n, n: <feedback>, or a."
@@ -35,14 +43,41 @@ APPROVAL_HELP = "Please answer y, n, n: <feedback>, or a."
 
 @dataclass(frozen=True)
 class PromptInfo:
-    """What the input prompt shows: the agent, and whether approvals are off."""
+    """What the input prompt shows: the agent, and whether edits are applied without
+    asking (``yolo``: approvals off; ``auto``: the person answered ``a`` always)."""
 
     agent: str
     yolo: bool
+    auto: bool = False
+
+    @property
+    def mode(self) -> str:
+        return "yolo" if self.yolo else "auto" if self.auto else ""
 
     @property
     def text(self) -> str:
-        return f"{self.agent} (yolo)> " if self.yolo else f"{self.agent}> "
+        return f"{self.agent} ({self.mode})> " if self.mode else f"{self.agent}> "
+
+
+# A change applied without a question shows at most this many changed lines.
+COMPACT_LINES = 12
+
+
+def compact_diff(change: Change, limit: int = COMPACT_LINES) -> tuple[str, list[str]]:
+    """A one-line title and the changed lines (``+``/``-``, no context) of ``change``,
+    folded past ``limit`` lines with a count of the rest."""
+    diff = unified_diff(change.before, change.after, change.path, change.path)
+    changed = [line for line in diff.splitlines()
+               if line.startswith(("+", "-")) and not line.startswith(("+++ ", "--- "))]
+    added = sum(1 for line in changed if line.startswith("+"))
+    removed = len(changed) - added
+    verb = "created" if change.before is None else "deleted" if change.after is None else "changed"
+    title = f"{verb} {change.path} (version {change.version}, +{added} -{removed}), applied without asking"
+    if len(changed) > limit:
+        rest = len(changed) - limit
+        changed = changed[:limit] + [f"… {rest} more changed line{'s' if rest != 1 else ''} "
+                                     f"(/diff {change.path} shows them all)"]
+    return title, changed
 
 
 class InputClosed(KeyboardInterrupt):
@@ -59,6 +94,55 @@ class UI(ABC):
     def __init__(self) -> None:
         self.closed = False  # input has ended; the session must stop after this turn
         self.subagent: str | None = None  # the subagent at work, if any
+        # The path of the change the person just approved after seeing its diff: its
+        # revision is not shown again (``on_change``).
+        self._asked: str | None = None
+        # Memory paths for completion (``@path``, ``/memory PATH``); set by the session.
+        self.memory_paths: Callable[[], list[str]] | None = None
+        # Work to start once the first prompt is up (loading the model client while
+        # the person types); run once, by ``prompting``.
+        self.on_first_prompt: Callable[[], None] | None = None
+
+    def prompting(self) -> None:
+        """Called when a prompt is about to wait for the person."""
+        task, self.on_first_prompt = self.on_first_prompt, None
+        if task is not None:
+            task()
+
+    # The hint under the header; the terminal UI adds its keys.
+    input_hint = "Type a message (@path attaches a memory file); /help for commands; Ctrl-D quits."
+
+    def approver(self, request: ApprovalRequest) -> Decision:
+        """The gate's approver: ``confirm``, remembering what the person saw and approved."""
+        decision = self.confirm(request)
+        self._asked = request.path if decision.kind != "reject" else None
+        return decision
+
+    def on_change(self, change: Change) -> None:
+        """A revision a file tool committed: shown compactly unless the person approved it
+        after seeing its diff, so nothing is applied out of sight (yolo, ``a``)."""
+        if self._asked == change.path:
+            self._asked = None
+            return
+        title, lines = compact_diff(change)
+        self.show_applied(title, lines)
+
+    def show_applied(self, title: str, lines: list[str]) -> None:
+        """A change applied without a question: a title and its changed lines."""
+        self.show_text("\n".join([title, *lines]))
+
+    def show_diff(self, path: str, diff: str) -> None:
+        """A unified diff of ``path`` (``/diff``)."""
+        self.show_text(diff)
+
+    @contextmanager
+    def external(self) -> Iterator[None]:
+        """Hand the terminal to another program (``$EDITOR``) for the duration."""
+        yield
+
+    @abstractmethod
+    def read_text(self, question: str) -> str | None:
+        """One answer to ``question`` (e.g. re-open or discard); None at end of input."""
 
     def track_call(self, name: str, args: dict[str, object]) -> str:
         """Note a tool call; the indent to show it with (a subagent's calls are nested)."""
@@ -80,7 +164,8 @@ class UI(ABC):
     def hooks(self) -> Hooks:
         return Hooks(on_text=self.on_text, on_model_start=self.on_model_start,
                      on_model_end=self.on_model_end, on_tool_call=self.on_tool_call,
-                     on_tool_result=self.on_tool_result, on_retry=self.on_retry)
+                     on_tool_result=self.on_tool_result, on_retry=self.on_retry,
+                     on_change=self.on_change)
 
     # -- input ------------------------------------------------------------------
 
@@ -138,7 +223,9 @@ class UI(ABC):
 def result_summary(name: str, result: ToolResult, width: int = 100) -> str:
     """One short line about a tool result (errors are shown whole by the caller)."""
     lines = result.content.splitlines() or [""]
-    if name == "read_file" and not result.is_error:
+    if name.startswith("mcp__") and not result.is_error:
+        summary = " ".join(result.content.split())  # often JSON over several lines: one line of it
+    elif name == "read_file" and not result.is_error:
         shown = [ln for ln in lines if not ln.startswith("(")]
         summary = f"read {len(shown)} line{'s' if len(shown) != 1 else ''}"
     elif len(lines) == 1:

@@ -61,6 +61,7 @@ class PlainUI(UI):
     def _readline(self, prompt: str) -> str | None:
         self._end_line()
         self._write(prompt)
+        self.prompting()
         try:
             line = self._in.readline()
         except UnicodeDecodeError:
@@ -97,6 +98,15 @@ class PlainUI(UI):
             if decision is not None:
                 return decision
             self._line(APPROVAL_HELP)
+
+    def show_applied(self, title: str, lines: list[str]) -> None:
+        indent = "  " if self.subagent is not None else ""
+        self._line(f"{indent}  ~ {title}")
+        for line in lines:
+            self._line(f"{indent}    {line}")
+
+    def read_text(self, question: str) -> str | None:
+        return self._readline(question.rstrip() + " ")
 
     def header(self, lines: list[str]) -> None:
         for line in lines:

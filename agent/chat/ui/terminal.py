@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape as xml_escape
@@ -32,35 +33,88 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.status import Status
-from rich.syntax import Syntax
 from rich.text import Text
 
 from memagent.agent.chat.ui.base import APPROVAL_HELP, UI, InputClosed, PromptInfo, result_summary
 from memagent.agent.gate import Decision
 from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
 
+# Slash commands whose argument is a memory path (completed with Tab).
+PATH_COMMANDS = ("/memory", "/history", "/edit", "/diff", "/blame")
+_PATH_ARG = re.compile(r"^(" + "|".join(re.escape(c) for c in PATH_COMMANDS) + r")\s+(\S*)$")
+
 
 class SlashCompleter(Completer):
-    """Completes a slash command while it is the only word typed."""
+    """Completes a slash command while it is the only word typed, and a memory path
+    after ``/memory``, ``/history``, ``/edit``, ``/diff`` and after ``@`` anywhere."""
 
-    def __init__(self, commands: Mapping[str, str]) -> None:
+    def __init__(self, commands: Mapping[str, str], paths: Callable[[], list[str]] | None = None) -> None:
         self.commands = dict(commands)
+        self.paths = paths
+        self._cache: tuple[float, list[str]] = (0.0, [])
+
+    def _memory(self) -> list[str]:
+        # Read at most every 2 s: completion runs on every key press.
+        at, cached = self._cache
+        if self.paths is None or time.monotonic() - at < 2.0:
+            return cached
+        try:
+            found = sorted(self.paths())
+        except Exception:  # a completion must never break the prompt
+            found = cached
+        self._cache = (time.monotonic(), found)
+        return found
+
+    def complete_path(self, typed: str) -> Iterator[tuple[str, str]]:
+        """(completion, kind) for a typed path prefix: files, and folders one level down."""
+        prefix = "/" + typed.lstrip("/")
+        offered: set[str] = set()
+        for path in self._memory():
+            if not path.startswith(prefix):
+                continue
+            rest = path[len(prefix):]
+            cut = rest.find("/")
+            shown, kind = (prefix + rest[: cut + 1], "folder") if cut != -1 else (path, "file")
+            if shown not in offered:
+                offered.add(shown)
+                yield shown, kind
 
     def get_completions(self, document: Document, complete_event: CompleteEvent
                         ) -> Iterator[Completion]:
         text = document.text_before_cursor
-        if not text.startswith("/") or " " in text:
+        arg = _PATH_ARG.match(text)
+        if arg:
+            typed = arg.group(2)
+            for shown, kind in self.complete_path(typed):
+                yield Completion(shown, start_position=-len(typed), display_meta=kind)
             return
-        for name, help_text in self.commands.items():
-            if name.startswith(text):
-                yield Completion(name, start_position=-len(text), display_meta=help_text)
+        if text.startswith("/") and " " not in text:
+            for name, help_text in self.commands.items():
+                if name.startswith(text):
+                    yield Completion(name, start_position=-len(text), display_meta=help_text)
+            return
+        word = document.get_word_before_cursor(WORD=True)
+        if word.startswith("@") and (len(word) == len(text) or text[-len(word) - 1].isspace()):
+            for shown, kind in self.complete_path(word[1:]):
+                yield Completion("@" + shown, start_position=-len(word), display_meta=kind)
+
+
+def _key_bindings() -> KeyBindings:
+    """Enter sends; Alt-Enter (which terminals send as Esc then Enter) adds a line."""
+    keys = KeyBindings()
+
+    @keys.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return keys
 
 
 def _history(path: Path | None) -> History:
@@ -112,6 +166,8 @@ class TrimmedMarkdown:
     with one), so blocks printed one at a time are spaced like one document."""
 
     def __init__(self, text: str) -> None:
+        from rich.markdown import Markdown  # markdown-it: imported at the first answer, not at start
+
         self.markdown = Markdown(text)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -202,13 +258,19 @@ class _TypeAhead:
 
 
 class TerminalUI(UI):
+    input_hint = ("Enter sends, Alt-Enter (or Esc Enter) adds a line; @path attaches a memory file; "
+                  "/help for commands; Ctrl-C stops a turn; Ctrl-D quits.")
+
     def __init__(self, *, commands: Mapping[str, str], history_path: Path | None,
                  console: Console | None = None) -> None:
         super().__init__()
         self.console = console or Console(highlight=False)
+        # Pasted text (bracketed paste) keeps its newlines and stays one message.
         self._session: PromptSession[str] = PromptSession(
-            history=_history(history_path), completer=SlashCompleter(commands),
-            complete_while_typing=True)
+            history=_history(history_path),
+            completer=SlashCompleter(commands, paths=lambda: self.memory_paths() if self.memory_paths else []),
+            complete_while_typing=True, key_bindings=_key_bindings(),
+            prompt_continuation=lambda width, line, soft: "." * max(width - 1, 0) + " ")
         # Approval answers are not worth recalling with the up arrow.
         self._confirm_session: PromptSession[str] = PromptSession(history=InMemoryHistory())
         self._status: Status | None = None
@@ -238,11 +300,11 @@ class TerminalUI(UI):
     def read_input(self, prompt: PromptInfo) -> str | None:
         self._end_line()
         self.console.print()  # air between turns
-        yolo = " <ansiyellow>(yolo)</ansiyellow>" if prompt.yolo else ""
-        message = HTML(f"<b>{xml_escape(prompt.agent)}</b>{yolo}<b>&gt;</b> ")
+        mode = f" <ansiyellow>({prompt.mode})</ansiyellow>" if prompt.mode else ""
+        message = HTML(f"<b>{xml_escape(prompt.agent)}</b>{mode}<b>&gt;</b> ")
         self._keys.set(prompting=True)
         try:
-            return self._session.prompt(message)
+            return self._session.prompt(message, pre_run=self.prompting)
         except EOFError:
             return None
         finally:
@@ -283,6 +345,36 @@ class TerminalUI(UI):
 
     # -- output -----------------------------------------------------------------------
 
+    def show_applied(self, title: str, lines: list[str]) -> None:
+        indent = "  " if self.subagent is not None else ""
+        body = Text(f"{indent}  ~ {title}", style="yellow")
+        for line in lines:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            body.append(f"\n{indent}    ")
+            body.append(line, style=style)
+        self._print(body)
+
+    def show_diff(self, path: str, diff: str) -> None:
+        self._print(Panel(diff_text(diff), title=escape(path), title_align="left", border_style="dim",
+                          expand=False))
+
+    @contextlib.contextmanager
+    def external(self) -> Iterator[None]:
+        # The editor needs the terminal as a person left it: echo and line editing on.
+        self._end_line()
+        self._keys.set(prompting=True)
+        try:
+            yield
+        finally:
+            self._keys.set(prompting=False)
+
+    def read_text(self, question: str) -> str | None:
+        self._end_line()
+        try:
+            return self._confirm_session.prompt(question.rstrip() + " ")
+        except EOFError:
+            return None
+
     def header(self, lines: list[str]) -> None:
         if not lines:
             return
@@ -304,6 +396,8 @@ class TerminalUI(UI):
 
     def show_file(self, path: str, content: str) -> None:
         lexer = "json" if path.endswith(".json") else "markdown"
+        from rich.syntax import Syntax  # pygments: imported when a file is first shown
+
         self._print(Panel(Syntax(content.rstrip("\n") or " ", lexer, word_wrap=True,
                                  background_color="default"),
                           title=escape(path), title_align="left", border_style="dim"))
