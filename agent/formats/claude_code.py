@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -83,19 +83,11 @@ class ClaudeCodeFormat:
 
     def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
         result = ExportResult({})
-        claimed: set[str] = set()
         if "/AGENTS.md" in memory:
-            result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
             result.add("CLAUDE.md", "@AGENTS.md\n", "/AGENTS.md")
-            claimed.add("/AGENTS.md")
-        export_skills(memory, self.skills_dir, result, claimed)
-        for path in subagent_paths(memory):
-            self._export_subagent(path, memory[path], result)
-            claimed.add(path)
-        if "/tools.json" in memory:
-            self._export_tools(read_tools_json(memory["/tools.json"]), options, result)
-            claimed.add("/tools.json")
-        export_plain(memory, claimed, result, RESERVED)
+        export_layout(memory, result, skills_dir=self.skills_dir, reserved=RESERVED,
+                      subagent=lambda path, content: self._export_subagent(path, content, result),
+                      tools=lambda config: self._export_tools(config, options, result))
         return result
 
     def _export_subagent(self, path: str, content: str, result: ExportResult) -> None:
@@ -258,6 +250,27 @@ class ClaudeCodeFormat:
 
 
 # -- shared by the formats -------------------------------------------------------------
+
+
+def export_layout(memory: Mapping[str, str], result: ExportResult, *, skills_dir: str,
+                  reserved: tuple[str, ...], subagent: Callable[[str, str], None],
+                  tools: Callable[[ToolsConfig], None], config: ToolsConfig | None = None) -> None:
+    """What every harness layout shares: ``AGENTS.md`` at the root, skills under
+    ``skills_dir``, each subagent and ``/tools.json`` through the format's own hooks
+    (``config``, when given, is the already read ``/tools.json``), and every other
+    file as a plain file outside the format's ``reserved`` paths."""
+    claimed: set[str] = set()
+    if "/AGENTS.md" in memory:
+        result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
+        claimed.add("/AGENTS.md")
+    export_skills(memory, skills_dir, result, claimed)
+    for path in subagent_paths(memory):
+        subagent(path, memory[path])
+        claimed.add(path)
+    if "/tools.json" in memory:
+        tools(config if config is not None else read_tools_json(memory["/tools.json"]))
+        claimed.add("/tools.json")
+    export_plain(memory, claimed, result, reserved)
 
 
 def export_skills(memory: Mapping[str, str], skills_dir: str, result: ExportResult, claimed: set[str]) -> None:

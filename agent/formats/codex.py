@@ -37,16 +37,14 @@ from .base import (
     ImportResult,
     Note,
     decode,
-    export_plain,
     import_plain,
     mapping,
-    subagent_paths,
     suggest,
     text_or,
 )
-from .claude_code import export_skills, import_skills, warn_unlisted
+from .claude_code import export_layout, import_skills, warn_unlisted
 from .frontmatter import first_paragraph, read_agent, subagent_file
-from .mcp import REF, Tool, ToolsConfig, literal_to_ref, read_tools_json, whole_ref, write_tools_json
+from .mcp import REF, Tool, ToolsConfig, literal_to_ref, whole_ref, write_tools_json
 
 RESERVED = (".codex/", ".agents/")
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
@@ -104,19 +102,10 @@ class CodexFormat:
 
     def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
         result = ExportResult({})
-        claimed: set[str] = set()
-        if "/AGENTS.md" in memory:
-            result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
-            claimed.add("/AGENTS.md")
-        export_skills(memory, ".agents/skills", result, claimed)
-        for path in subagent_paths(memory):
-            self._export_subagent(path, memory[path], result)
-            claimed.add(path)
-        if "/tools.json" in memory:
-            result.add(".codex/config.toml", self._config(read_tools_json(memory["/tools.json"]), result.notes),
-                       "/tools.json")
-            claimed.add("/tools.json")
-        export_plain(memory, claimed, result, RESERVED)
+        export_layout(memory, result, skills_dir=".agents/skills", reserved=RESERVED,
+                      subagent=lambda path, content: self._export_subagent(path, content, result),
+                      tools=lambda config: result.add(".codex/config.toml", self._config(config, result.notes),
+                                                      "/tools.json"))
         return result
 
     def _export_subagent(self, path: str, content: str, result: ExportResult) -> None:

@@ -36,17 +36,15 @@ from .base import (
     ImportResult,
     Note,
     decode,
-    export_plain,
     import_plain,
     mapping,
-    subagent_paths,
     suggest,
     text_or,
 )
 from .claude_code import (
     READ_ONLY,
     dump_json,
-    export_skills,
+    export_layout,
     import_skills,
     load_json,
     server_from_mcp_json,
@@ -76,20 +74,12 @@ class DeepAgentsFormat:
 
     def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
         result = ExportResult({})
-        claimed: set[str] = set()
         result.add("agent.json", dump_json({"name": options.agent}))
-        if "/AGENTS.md" in memory:
-            result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
-            claimed.add("/AGENTS.md")
-        export_skills(memory, "skills", result, claimed)
+        # Subagents need the servers too, so /tools.json is read before them.
         config = read_tools_json(memory["/tools.json"]) if "/tools.json" in memory else ToolsConfig()
-        for path in subagent_paths(memory):
-            self._export_subagent(path, memory[path], config, result)
-            claimed.add(path)
-        if "/tools.json" in memory:
-            self._export_tools(config, result)
-            claimed.add("/tools.json")
-        export_plain(memory, claimed, result, RESERVED)
+        export_layout(memory, result, skills_dir="skills", reserved=RESERVED, config=config,
+                      subagent=lambda path, content: self._export_subagent(path, content, config, result),
+                      tools=lambda config: self._export_tools(config, result))
         return result
 
     def _export_subagent(self, path: str, content: str, config: ToolsConfig, result: ExportResult) -> None:

@@ -33,24 +33,22 @@ from .base import (
     ImportResult,
     Note,
     decode,
-    export_plain,
     import_plain,
     mapping,
-    subagent_paths,
     suggest,
     text_or,
 )
 from .claude_code import (
     READ_ONLY,
     dump_json,
-    export_skills,
+    export_layout,
     import_skills,
     load_json,
     map_tools_in,
     warn_unlisted,
 )
 from .frontmatter import emit, first_paragraph, read_agent, subagent_file
-from .mcp import REF, Tool, ToolsConfig, literal_to_ref, read_tools_json, split_mcp_name, write_tools_json
+from .mcp import REF, Tool, ToolsConfig, literal_to_ref, split_mcp_name, write_tools_json
 
 TO_OPENCODE = {"ls": "list", "read_file": "read", "write_file": "write", "edit_file": "edit", "glob": "glob",
                "grep": "grep", "task": "task"}
@@ -90,18 +88,9 @@ class OpenCodeFormat:
 
     def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
         result = ExportResult({})
-        claimed: set[str] = set()
-        if "/AGENTS.md" in memory:
-            result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
-            claimed.add("/AGENTS.md")
-        export_skills(memory, ".opencode/skills", result, claimed)
-        for path in subagent_paths(memory):
-            self._export_subagent(path, memory[path], result)
-            claimed.add(path)
-        if "/tools.json" in memory:
-            self._export_tools(read_tools_json(memory["/tools.json"]), result)
-            claimed.add("/tools.json")
-        export_plain(memory, claimed, result, RESERVED)
+        export_layout(memory, result, skills_dir=".opencode/skills", reserved=RESERVED,
+                      subagent=lambda path, content: self._export_subagent(path, content, result),
+                      tools=lambda config: self._export_tools(config, result))
         return result
 
     def _export_subagent(self, path: str, content: str, result: ExportResult) -> None:
