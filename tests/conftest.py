@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from memagent.vfs import SqlStore, open_store
+from tests.fake_messages_api import FakeMessagesAPI
 
 PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
 BACKENDS = ["sqlite", "postgres"]
@@ -83,3 +84,21 @@ def store(backend_url: str) -> Iterator[SqlStore]:
     s.create_agent("a")
     yield s
     s.close()
+
+
+@pytest.fixture
+def chat_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """For tests that run ``memagent`` as a subprocess, which inherits this environment:
+    keep this machine's credentials, editor and colours out of it."""
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
+                "ANTHROPIC_CONFIG_DIR", "MEMAGENT_STREAM", "EDITOR", "VISUAL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.fixture
+def api() -> Iterator[FakeMessagesAPI]:
+    """A local Messages API server (tests that need other settings define their own ``api``)."""
+    with FakeMessagesAPI() as server:
+        yield server

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,6 +27,8 @@ from memagent.vfs.threads import ThreadStore
 from memagent.vfs.types import Origin
 from tests.cli_helpers import err, out, run
 from tests.fake_messages_api import FakeMessagesAPI
+
+pytestmark = pytest.mark.usefixtures("chat_env")
 
 AGENTS = "# Preferences\n- Be concise.\n"
 SCRIBE = ("---\nname: scribe\ndescription: Writes notes. Use to file a note.\n"
@@ -184,20 +185,6 @@ def test_reason_validation_on_the_message(store: SqlStore) -> None:
 
 
 # -- through the command --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def no_ambient_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "MEMAGENT_STREAM"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("NO_COLOR", "1")
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as server:
-        yield server
 
 
 @pytest.fixture

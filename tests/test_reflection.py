@@ -11,7 +11,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +28,8 @@ from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
 from tests.fake_messages_api import FakeMessagesAPI, ScriptMessage
+
+pytestmark = pytest.mark.usefixtures("chat_env")
 
 AGENTS = "# Preferences\n- Be concise.\n"
 RULE = "# Preferences\n- Be concise.\n- Use bullet points for every summary.\n"
@@ -269,20 +270,6 @@ def test_review_in_chat_and_the_header_note(store: SqlStore) -> None:
 
 
 # -- end to end through the command ------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def no_ambient_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "MEMAGENT_STREAM"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("NO_COLOR", "1")
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as server:
-        yield server
 
 
 @pytest.fixture

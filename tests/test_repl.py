@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,20 +26,7 @@ AGENTS_WITH_RULE = "# Preferences\n" + RULE
 APPROVE = "Approve? [y]es / [n]o / n: feedback / [a]lways"
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The subprocess inherits this environment: keep this machine's keys out of it."""
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR", "MEMAGENT_STREAM"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("NO_COLOR", "1")
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("chat_env")
 
 
 @pytest.fixture

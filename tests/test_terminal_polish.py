@@ -25,19 +25,7 @@ from tests.fake_messages_api import FakeMessagesAPI
 APPROVE = "Approve? [y]es / [n]o / n: feedback / [a]lways"
 
 
-@pytest.fixture(autouse=True)
-def no_ambient_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-                "ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR", "MEMAGENT_STREAM", "EDITOR", "VISUAL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("NO_COLOR", "1")
-
-
-@pytest.fixture
-def api() -> Iterator[FakeMessagesAPI]:
-    with FakeMessagesAPI() as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("chat_env")
 
 
 @pytest.fixture
