@@ -18,13 +18,14 @@ from memagent.vfs.edits import unified_diff
 # a person at the command line.
 Author = Literal["user", "agent", "subagent", "import", "cli"]
 # How it was approved: a person said yes, approval was off, a person's own command,
-# or no approval was needed.
-Approval = Literal["human", "yolo", "cli", "auto"]
+# no approval was needed, or an MCP client's own per-call permission prompt
+# (``memagent mcp serve --approval client``).
+Approval = Literal["human", "yolo", "cli", "auto", "client"]
 ChangeOp = Literal["write", "edit", "delete"]
 # Where a change came from (provenance, kept with each revision): a chat turn, a
 # subagent in a chat turn, a person's `memagent fs`, an import, a reflection run,
-# an MCP client, agent creation.
-OriginKind = Literal["chat", "subagent", "cli", "import", "reflect", "mcp", "init"]
+# an MCP client, agent creation, a library adapter of memagent.integrations (detail: which).
+OriginKind = Literal["chat", "subagent", "cli", "import", "reflect", "mcp", "init", "integration"]
 GrepMode = Literal["files_with_matches", "content", "count"]
 
 
