@@ -365,7 +365,7 @@ def test_a_pattern_postgres_refuses_only_turns_its_filter_off(
 
 def test_without_re2_grep_still_answers(loaded: SqlStore, monkeypatch: pytest.MonkeyPatch,
                                         no_cache: None) -> None:
-    monkeypatch.setattr(regexfilter, "re2", None)
+    monkeypatch.setattr(regexfilter, "_re2", lambda: None)
     found = translate(REGEX_NO_LITERAL, M)
     assert found is not None and found.compiled is None
     with loaded.engine.connect() as conn:

@@ -15,11 +15,9 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from .base import Problem
 from .fields import short
@@ -27,7 +25,18 @@ from .nesting import MAX_DEPTH, line_and_column, too_deep
 from .tools_rules import KIND, cross_field_problems, pointer
 from .tools_schema import ALLOWED_KEYS, REQUIRED_HINTS, SCHEMA, SERVER_NAME, TOOL_NAME
 
-_VALIDATOR = Draft202012Validator(SCHEMA)
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+
+
+@functools.cache
+def _validator() -> Draft202012Validator:
+    # jsonschema takes ~0.1 s to import: only a tools.json write pays for it, not
+    # every command that imports the validators (chat, fs).
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(SCHEMA)
 
 _JSON_TYPES = {
     "object": "an object {...}",
@@ -219,7 +228,7 @@ def validate_tools_json(content: str) -> list[Problem]:
             )
         ]
     problems = _duplicates(data, [])
-    for error in sorted(_VALIDATOR.iter_errors(data), key=_path_order):
+    for error in sorted(_validator().iter_errors(data), key=_path_order):
         problems += _schema_problem(error)
     problems += cross_field_problems(data)
     return problems

@@ -20,9 +20,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from memagent.vfs import regexfilter
 from memagent.vfs.errors import InvalidPattern
+
+if TYPE_CHECKING:
+    from memagent.vfs import regexfilter
 
 MAX_BRACE_EXPANSIONS = 256
 
@@ -168,6 +171,9 @@ def glob_matcher(pattern: str) -> GlobMatcher:
     RE2 is missing only if the declared dependency is; then Python's regex (with
     ``**`` runs collapsed) is all there is.
     """
+    # Imported here: the RE2 translation is heavy and only glob and grep need it.
+    from memagent.vfs import regexfilter
+
     regex = _glob_regex(pattern, collapse=True)
     found = regexfilter.linear(regex.pattern, regex.flags)
     return GlobMatcher(pattern, regex, found if isinstance(found, regexfilter.Linear) else None)

@@ -57,14 +57,22 @@ from sqlalchemy.exc import DBAPIError
 from .fts import Features
 from .models import files
 
-try:
-    import re2
-except ImportError:  # pragma: no cover - a declared dependency; without it, no RE2 filter
-    re2 = None
 
-# RE2's own "search anywhere" mode, for Linear.find (None: use the wrapper's search).
-_UNANCHORED: Any = getattr(getattr(getattr(getattr(re2, "_re2", None), "RE2", None), "Anchor", None),
-                           "UNANCHORED", None)
+@lru_cache(maxsize=1)
+def _re2() -> Any:
+    """The ``re2`` module (None if missing), imported on first use: it takes ~15 ms to
+    load, which commands that never grep or glob should not pay for."""
+    try:
+        import re2
+    except ImportError:  # pragma: no cover - a declared dependency; without it, no RE2 filter
+        return None
+    return re2
+
+
+@lru_cache(maxsize=1)
+def _unanchored() -> Any:
+    """RE2's own "search anywhere" mode, for Linear.find (None: use the wrapper's search)."""
+    return getattr(getattr(getattr(getattr(_re2(), "_re2", None), "RE2", None), "Anchor", None), "UNANCHORED", None)
 
 # Postgres allows repeat counts up to 255 (RE_DUP_MAX); RE2 up to 1,000 in all.
 # Lowering a bound keeps the translation looser, and long runs narrow as well.
@@ -521,16 +529,17 @@ class Linear:
         if self.compiled is None:
             return -1
         raw = getattr(self.compiled, "_regexp", None)
-        if raw is not None and _UNANCHORED is not None:
+        anchor = _unanchored() if raw is not None else None
+        if anchor is not None:
             # The wrapper's search() costs several times the match itself on short
             # texts (it builds a match object in Python); RE2's object answers directly.
-            return int(raw.Match(_UNANCHORED, data, pos, len(data))[0][0])
+            return int(raw.Match(anchor, data, pos, len(data))[0][0])
         m = self.compiled.search(data, pos)
         return -1 if m is None else int(m.start())
 
 
 def _re2_options() -> Any:
-    options = re2.Options()
+    options = _re2().Options()
     options.log_errors = False  # a refusal is an answer here, not a problem to log
     options.max_mem = RE2_MAX_MEM
     return options
@@ -547,6 +556,7 @@ def _linear(pattern: str, flags: int) -> Linear | str:
         return str(exc)
     except RecursionError:
         return "nesting too deep to translate"
+    re2 = _re2()
     try:
         compiled = re2.compile(re2_pattern, _re2_options())
     except re2.error:
@@ -559,7 +569,7 @@ def linear(pattern: str, flags: int) -> Linear | str:
 
     The reason is a phrase for a person: "a backreference", "a lookaround"...
     """
-    if re2 is None:
+    if _re2() is None:
         return "no linear-time engine (the google-re2 package is missing)"
     return _linear(pattern, flags)
 
@@ -633,6 +643,7 @@ def translate(pattern: str, flags: int) -> LineFilter | None:
     if node is None:
         return None
     re2_pattern, compiled = re2_syntax(node), None
+    re2 = _re2()
     if re2 is not None:
         options = re2.Options()
         options.log_errors = False  # a refusal is an answer here, not a problem to log

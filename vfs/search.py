@@ -36,11 +36,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from . import paths, regexfilter, regexinfo
+from . import paths
 from .errors import InvalidPattern
 from .globbing import compile_glob, glob_matcher
 from .types import GrepMode, GrepResult
+
+if TYPE_CHECKING:
+    from . import regexfilter, regexinfo
 
 DEFAULT_LIMIT = 200
 # Hits located in the whole text before the rest of a file is split into lines.
@@ -404,6 +408,8 @@ class _Backtracking:
     """Python's ``re`` for the texts RE2 cannot decide, under the scan's deadline."""
 
     def __init__(self, regex: re.Pattern[str], deadline: float) -> None:
+        from . import regexinfo
+
         self.regex = regex
         self.deadline = deadline
         self.whole = regexinfo.info(regex).whole_text_ok
@@ -454,6 +460,10 @@ def scan(
     backtracking matcher sees it. ``deadline`` is a ``time.monotonic()`` value
     (default: ``GREP_DEADLINE`` from now); a row source may raise ``Cut``.
     """
+    # Imported here, not at the top: the regex analysis and RE2 cost ~30 ms to load,
+    # which commands that never grep (fs cat, ls, log; chat start) should not pay.
+    from . import regexfilter, regexinfo
+
     end = time.monotonic() + GREP_DEADLINE if deadline is None else deadline
     # Python's re where it is linear (and fastest: literals, fixed-width classes);
     # else RE2 where it can decide; else Python's re in the worker, under the deadline.

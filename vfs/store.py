@@ -39,17 +39,16 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    TextClause,
     and_,
     func,
     insert,
     select,
-    text,
+    union_all,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from memagent.vfs import blame as blaming
-from memagent.vfs import bulk, db, paths, ranking, regexfilter, regexinfo, search
+from memagent.vfs import bulk, db, paths, ranking, search
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import (
     AgentNotFound,
@@ -60,9 +59,8 @@ from memagent.vfs.errors import (
     ValidationFailed,
     VfsError,
 )
-from memagent.vfs.fts import Features, candidates, detect
 from memagent.vfs.globbing import glob_matcher, literal_prefix
-from memagent.vfs.models import agents, files, revisions
+from memagent.vfs.models import agents, dirs, files, revisions
 from memagent.vfs.revisions import append, guard_new_file, has_children, now, prefix_range, stale
 from memagent.vfs.search import DEFAULT_LIMIT, scan, scan_plain
 from memagent.vfs.types import (
@@ -81,6 +79,7 @@ from memagent.vfs.types import (
 
 if TYPE_CHECKING:
     from memagent.validators import Problem
+    from memagent.vfs.fts import Features
 
 Validator = Callable[[str, str], "Sequence[Problem]"]
 
@@ -321,6 +320,8 @@ class SqlStore:
 
     def _features(self, conn: Connection) -> Features:
         if self._search_features is None:
+            from memagent.vfs.fts import detect
+
             self._search_features = detect(conn)
         return self._search_features
 
@@ -328,12 +329,31 @@ class SqlStore:
         path = paths.normalize(path)
         prefix = paths.dir_prefix(path)
         lo, hi = _prefix_range(prefix)
+        cut = len(prefix)
         with self._read() as conn:
-            groups = conn.execute(
-                _ls_query(conn.dialect.name),
-                {"scope": scope, "lo": lo, "hi": hi, "start": len(prefix) + 1},
+            # The child directories and their file counts: one range of the dirs index
+            # (migration 0006), however many files lie below.
+            subdirs = conn.execute(
+                select(dirs.c.path, dirs.c.files).where(
+                    dirs.c.scope == scope, dirs.c.depth == prefix.count("/"), dirs.c.path >= lo,
+                    dirs.c.path < hi,
+                )
             ).all()
-            if not groups and path != "/":
+            out = [Entry(p[cut:], True, int(n)) for p, n in subdirs]
+            # The files directly here lie in the gaps between the child directories'
+            # ranges: read those ranges of the listing index only.
+            gaps, start = [], lo
+            for below in sorted(p + "/" for p, _ in subdirs):  # by range, not name: "a.b/" < "a/"
+                gaps.append((start, below))
+                start = below[:-1] + "0"  # "0" follows "/": past every path below
+            gaps.append((start, hi))
+            for i in range(0, len(gaps), _GAPS_PER_QUERY):
+                out += [Entry(p[cut:], False, int(size)) for p, size in conn.execute(union_all(*(
+                    select(files.c.path, files.c.size).where(
+                        files.c.scope == scope, files.c.path >= g_lo, files.c.path < g_hi,
+                        files.c.deleted.is_(False))
+                    for g_lo, g_hi in gaps[i : i + _GAPS_PER_QUERY])))]
+            if not out and path != "/":
                 row = conn.execute(
                     select(files.c.size).where(
                         files.c.scope == scope, files.c.path == path, files.c.deleted.is_(False)
@@ -342,8 +362,6 @@ class SqlStore:
                 if row is not None:
                     return [Entry(paths.basename(path), False, row.size)]
                 raise NotFound(f"no directory or file at {mount}{path}; use ls / to see the top level")
-        out = [Entry(name, bool(is_dir), int(n if is_dir else size))
-               for name, is_dir, n, size in groups]
         out.sort(key=lambda e: e.name)
         return out
 
@@ -382,6 +400,11 @@ class SqlStore:
                 # here once it runs: let the server stop it at grep's deadline.
                 ms = max(int(req.seconds_left() * 1000), 1)
                 conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+            # Imported here: the pre-filters pull in RE2 (~30 ms), which commands that
+            # do not grep (fs cat, ls, log; chat start) should not pay for.
+            from memagent.vfs import regexfilter, regexinfo
+            from memagent.vfs.fts import candidates
+
             features = self._features(conn)
             narrow = candidates(features, regexinfo.info(regex).required)
             keep = None
@@ -685,25 +708,9 @@ class SqlStore:
                                     origin=origin)
 
 
-_LS_SQL = """
-SELECT CASE WHEN cut > 0 THEN substr(rest, 1, cut - 1) ELSE rest END AS name,
-       cut > 0 AS is_dir, count(*) AS n, max(size) AS size
-FROM (SELECT substr(path, :start) AS rest, {find}(substr(path, :start), '/') AS cut, size
-      FROM files
-      WHERE scope = :scope AND path >= :lo AND path < :hi AND deleted = {false}) AS below
-GROUP BY 1, 2
-"""
-
-
-def _ls_query(dialect: str) -> TextClause:
-    """One row per entry of a directory: (name, is_dir, files below, size of a file).
-
-    Grouped in the database over the listing index, so ls returns a directory's
-    entries without sending every path below it to Python.
-    """
-    if dialect == "postgresql":
-        return text(_LS_SQL.format(find="strpos", false="false"))
-    return text(_LS_SQL.format(find="instr", false="0"))
+# Ranges per ls query for the files between a directory's subdirectories (SQLite
+# allows 500 terms in a compound SELECT).
+_GAPS_PER_QUERY = 200
 
 
 # Postgres' SQLSTATE for a statement cancelled by statement_timeout.
