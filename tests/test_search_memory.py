@@ -219,7 +219,8 @@ def test_fs_search_through_the_command() -> None:
     assert lines[0].startswith("1. /knowledge/bob.md") and "chess" in lines[1]
     assert "/knowledge/ann.md" not in out(p)
     p = run("fs", "search", '"NEAR(*', "-a", "demo")
-    assert p.returncode == 0 and "No memory file or conversation matches" in out(p)
+    # No match: exit 1, nothing on stdout, the reason on stderr (like fs grep).
+    assert p.returncode == 1 and out(p) == "" and "No memory file or conversation matches" in err(p)
     p = run("fs", "search", "tea", "-k", "0", "-a", "demo")
     assert p.returncode == 2
 

@@ -210,8 +210,14 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
                  help="Most results to print."),
     click.option("--path", "path", default="/", help="Only below this folder (e.g. /conversations)."))
 def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str) -> None:
-    """Rank memory files and past conversations by relevance to QUERY (full-text, stemmed words)."""
-    click.echo(render_search(ctx.view(agent).search(query, k=k, path=path), query[:200]))
+    """Rank memory files and past conversations by relevance to QUERY (full-text, stemmed words).
+
+    Exits 1 with nothing on stdout when nothing matches, like `fs grep`."""
+    hits = ctx.view(agent).search(query, k=k, path=path)
+    if not hits:
+        click.echo(f"memagent: {render_search(hits, query[:200])}", err=True)
+        sys.exit(1)
+    click.echo(render_search(hits, query[:200]))
 
 
 @memory_command(fs, "log",
