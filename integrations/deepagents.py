@@ -35,8 +35,8 @@ is an error (as ``FilesystemBackend`` says it), not an empty listing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from deepagents.backends.protocol import (
@@ -94,9 +94,20 @@ def _relative(path: str, root: str) -> str:
     return path[len(root) + 1:]
 
 
-def _iso(when: datetime) -> str:
-    """An ISO 8601 time in UTC (the store keeps UTC; SQLite hands it back without a zone)."""
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).isoformat()
+def _literal_dirs(pattern: str) -> str:
+    """The leading folders of an anchored glob that hold no wildcard (``docs/api`` of
+    ``docs/api/*.md``), or "" when there are none or the pattern is bare (matches any depth)."""
+    parts = pattern.lstrip("/").split("/")
+    # wcmatch compares case-insensitively on Windows and macOS: there a literal folder
+    # would not narrow exactly, so only case-sensitive platforms narrow.
+    if len(parts) < 2 or "\\" in pattern or sys.platform in ("win32", "darwin"):
+        return ""
+    literal: list[str] = []
+    for part in parts[:-1]:
+        if not part or any(c in part for c in "*?[{!"):
+            break
+        literal.append(part)
+    return "/".join(literal)
 
 
 class MemagentBackend(BackendProtocol):
@@ -166,17 +177,32 @@ class MemagentBackend(BackendProtocol):
     # -- search -------------------------------------------------------------------------
 
     def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """Files below ``path`` matching ``pattern`` (deepagents' matcher), in path order.
+
+        Paths come from the store's path index (no file is read); ``size`` and
+        ``modified_at`` are left out, as the protocol allows (the middleware shows paths).
+        """
         try:
             loc = self._loc(path)
             matcher = compile_grep_include_glob(pattern)
+            candidates = self._paths_below(loc, _literal_dirs(pattern))
         except (VfsError, InvalidGlobPatternError) as exc:
             return GlobResult(error=str(exc))
-        show = self.folder.show
-        found = [(show(f.path), f) for f in self.folder.files_below(loc)]
-        hits = [FileInfo(path=shown, is_dir=False, size=f.size, modified_at=_iso(f.updated_at))
-                for shown, f in found if matcher(_relative(shown, loc.shown))]
-        hits.sort(key=lambda i: i.get("modified_at", ""), reverse=True)  # newest first, as deepagents
-        return GlobResult(matches=hits)
+        return GlobResult(matches=[FileInfo(path=p, is_dir=False) for p in candidates
+                                   if matcher(_relative(p, loc.shown))])
+
+    def _paths_below(self, loc: Located, narrow: str) -> list[str]:
+        """Live files at or below ``loc`` as the client names them; ``narrow``: literal folders
+        of an anchored pattern, which only those below can match."""
+        if loc.inner != self.folder.root and self.store.exists(self.folder.scope, loc.inner):
+            return [loc.shown]
+        base = loc.inner
+        if narrow:
+            try:
+                base = vpaths.normalize(vpaths.dir_prefix(loc.inner) + narrow)
+            except InvalidPath:
+                base = loc.inner
+        return [self.folder.show(p) for p in self.store.glob(self.folder.scope, "**", base)]
 
     def grep(self, pattern: str, path: str | None = None, glob: str | None = None, *,
              max_count: int | None = None) -> GrepResult:

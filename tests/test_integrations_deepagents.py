@@ -200,13 +200,23 @@ def test_glob_contract(backend: BackendProtocol) -> None:
     assert _glob(backend, "*.rs") == []
 
 
-def test_glob_sizes_and_newest_first(backend: BackendProtocol) -> None:
-    _seed(backend, {"/first.md": "1\n"})
-    _seed(backend, {"/second.md": "22\n"})
-    r = backend.glob("*.md")
-    assert r.matches is not None
-    assert [m["path"] for m in r.matches] == ["/second.md", "/first.md"]
-    assert [m.get("size") for m in r.matches] == [3, 2]
+def test_glob_of_a_file_path_and_of_nothing(backend: BackendProtocol) -> None:
+    _seed(backend, TREE)
+    # An exact file as the search root: the pattern is matched against its name.
+    assert _glob(backend, "*.md", "/README.md") == ["/README.md"]
+    assert _glob(backend, "*.py", "/README.md") == []
+    assert _glob(backend, "*.md", "/nowhere") == []
+
+
+def test_glob_answers_from_the_path_index_in_path_order(ours: MemagentBackend) -> None:
+    _seed(ours, TREE)
+    r = ours.glob("*.md")
+    assert r.matches == [{"path": p, "is_dir": False} for p in ["/README.md", "/docs/api/ref.md", "/docs/guide.md"]]
+    # Literal folders of an anchored pattern narrow the index range, never the answer.
+    assert _glob(ours, "docs/api/*.md") == ["/docs/api/ref.md"]
+    assert _glob(ours, "docs/*/ref.md") == ["/docs/api/ref.md"]
+    assert _glob(ours, "docs/api/**/*.md", "/") == ["/docs/api/ref.md"]
+    assert _glob(ours, "/nowhere/*.md") == []
 
 
 def test_glob_refuses_traversal_as_an_error_result(backend: BackendProtocol) -> None:

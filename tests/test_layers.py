@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Repository folder -> import package (pyproject's package-dir).
-FOLDERS = {"vfs": "memagent.vfs", "validators": "memagent.validators", "agent": "memagent.agent"}
+FOLDERS = {"vfs": "memagent.vfs", "validators": "memagent.validators", "agent": "memagent.agent",
+           "integrations": "memagent.integrations"}
 UI_LIBS = ("click", "rich", "prompt_toolkit")
 
 
@@ -85,6 +86,7 @@ LAYERS = {
     "memagent.agent.chat.ui": "chat",
     "memagent.agent.chat": "chat",
     "memagent.agent.cli": "cli",
+    "memagent.integrations": "integrations",
 }
 MAY_IMPORT = {
     "validators": set(),
@@ -94,6 +96,9 @@ MAY_IMPORT = {
     "tools": {"mcp", "vfs", "validators"},
     "core": {"model", "mcp", "tools", "vfs", "validators"},
     "formats": {"vfs", "validators"},
+    # Adapters for other programs (Anthropic memory tool, deepagents): the store and its
+    # validators only. No layer lists them, so nothing in memagent imports an adapter.
+    "integrations": {"vfs", "validators"},
     "chat": {"core", "mcp", "model", "tools", "vfs", "validators"},
     "cli": {"chat", "core", "formats", "mcp", "model", "tools", "vfs", "validators"},
 }
@@ -195,6 +200,9 @@ print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))
     ("memagent.agent.mcp", {"click", "rich", "prompt_toolkit", "anthropic", "mcp"}),
     ("memagent.agent.model", {"click", "rich", "prompt_toolkit", "anthropic"}),
     ("memagent.agent.chat.session", {"click", "anthropic"}),
+    # The adapters' package loads no third-party harness until a submodule is imported.
+    ("memagent.integrations", {"click", "rich", "prompt_toolkit", "anthropic", "deepagents", "langchain_core",
+                               "langgraph"}),
 ])
 def test_importing_a_layer_loads_nothing_above_it(module: str, forbidden: set[str]) -> None:
     out = subprocess.run([sys.executable, "-c", PROBE, module], capture_output=True, text=True,
