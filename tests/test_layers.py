@@ -85,6 +85,7 @@ LAYERS = {
     "memagent.agent.formats": "formats",
     "memagent.agent.chat.ui": "chat",
     "memagent.agent.chat": "chat",
+    "memagent.agent.serve": "serve",
     "memagent.agent.cli": "cli",
     "memagent.integrations": "integrations",
 }
@@ -100,7 +101,9 @@ MAY_IMPORT = {
     # validators only. No layer lists them, so nothing in memagent imports an adapter.
     "integrations": {"vfs", "validators"},
     "chat": {"core", "mcp", "model", "tools", "vfs", "validators"},
-    "cli": {"chat", "core", "formats", "mcp", "model", "tools", "vfs", "validators"},
+    # The MCP server is a front end beside the chat; neither imports the other.
+    "serve": {"core", "mcp", "tools", "vfs", "validators"},
+    "cli": {"chat", "core", "formats", "mcp", "model", "serve", "tools", "vfs", "validators"},
 }
 # Where click, rich and prompt_toolkit may appear (the front ends only).
 UI_ALLOWED = {"chat": {"rich", "prompt_toolkit"}, "cli": {"click", "rich"}}
@@ -203,6 +206,7 @@ print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))
     # The adapters' package loads no third-party harness until a submodule is imported.
     ("memagent.integrations", {"click", "rich", "prompt_toolkit", "anthropic", "deepagents", "langchain_core",
                                "langgraph"}),
+    ("memagent.agent.serve", {"click", "rich", "prompt_toolkit", "anthropic", "mcp"}),
 ])
 def test_importing_a_layer_loads_nothing_above_it(module: str, forbidden: set[str]) -> None:
     out = subprocess.run([sys.executable, "-c", PROBE, module], capture_output=True, text=True,

@@ -34,6 +34,7 @@ COMMANDS = {
     "reflect": "memagent.agent.cli.reflect:reflect_cmd",
     "review": "memagent.agent.cli.reflect:review_cmd",
     "remember": "memagent.agent.cli.reflect:remember_cmd",
+    "mcp": "memagent.agent.cli.mcp:mcp_group",
 }
 
 HELP = """memagent: an agent whose memory is a versioned folder of files in a database.

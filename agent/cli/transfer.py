@@ -122,10 +122,13 @@ def print_notes(notes: list[Note], heading: str) -> None:
 @click.option("--force", is_flag=True, help="Write into a non-empty OUTDIR (replacing only the exported files).")
 @click.option("--probe", "do_probe", is_flag=True,
               help="Ask the MCP servers which tools they offer; claude-code then denies the unlisted ones.")
+@click.option("--live", is_flag=True,
+              help="claude-code only: copy no memory; .mcp.json runs `memagent mcp serve AGENT` and CLAUDE.md "
+                   "tells the model to use it, so Claude Code reads and changes the live memory.")
 @click.pass_obj
 @handled
 def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: bool, force: bool,
-               do_probe: bool) -> None:
+               do_probe: bool, live: bool) -> None:
     """Write AGENT's memory to OUTDIR in another harness's layout.
 
     \b
@@ -134,10 +137,16 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
     in .memagent-export.json so `memagent import` gives back the same files.
     """
     started = time.monotonic()
+    if live and format_name != "claude-code":
+        fail(f"--live works with --format claude-code only (not {format_name}); other formats copy the memory")
     fmt = get_format(format_name)
     target = outdir if not as_zip or outdir.suffix.lower() == ".zip" else outdir.with_name(outdir.name + ".zip")
     _check_target(target, as_zip, force)
-    ctx.store.require_agent(agent)
+    # --live reads no memory, so it must not create a database that is not there.
+    (ctx.existing_store if live else ctx.store).require_agent(agent)
+    if live:
+        _export_live(agent, target, as_zip, started)
+        return
     scope = f"agent:{agent}"
     infos = ctx.store.all_files(scope)
     bar = Progress("exporting", len(infos) * 2)
@@ -174,6 +183,20 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
     size = sum(len(d) for d in result.files.values())
     click.echo(f"exported agent {agent!r} as {format_name} to {target} ({len(result.files)} files, {human(size)}) "
                f"in {time.monotonic() - started:.1f} s")
+
+
+def _export_live(agent: str, target: Path, as_zip: bool, started: float) -> None:
+    """``--live``: the Claude Code files that point at ``memagent mcp serve AGENT`` (no memory copied)."""
+    from memagent.agent.formats.claude_code import export_live
+
+    result = export_live(agent)
+    if as_zip:
+        _write_zip(target, result.files, lambda: None)
+    else:
+        _write_folder(target, result.files, lambda: None)
+    print_notes(result.notes, "note:")
+    click.echo(f"exported agent {agent!r} as claude-code --live to {target} ({len(result.files)} files: "
+               f"{', '.join(sorted(result.files))}) in {time.monotonic() - started:.1f} s")
 
 
 def _check_target(target: Path, as_zip: bool, force: bool) -> None:

@@ -17,6 +17,13 @@ Invariants: ``AGENTS.md`` is written as is and ``CLAUDE.md`` only imports it, so
 the instructions exist once; every listed MCP tool is in ``allow`` (in
 tools.json order), approval tools also in ``ask``; ``deny`` lists only tools a
 ``--probe`` saw offered and tools.json does not list.
+
+``export_live`` (``memagent export --live``) copies no memory at all: ``.mcp.json``
+runs ``memagent mcp serve AGENT`` (stdio) with ``MEMAGENT_DB`` passed through from
+Claude Code's environment as ``${MEMAGENT_DB:-}`` (an unset variable with no default
+would make Claude Code refuse the file; empty means memagent's default database), and
+``CLAUDE.md`` tells the model to read and change memory only through that server's
+tools (``mcp__memagent__<tool>``), so every harness sees the same, current memory.
 """
 
 from __future__ import annotations
@@ -250,6 +257,42 @@ class ClaudeCodeFormat:
 
 
 # -- shared by the formats -------------------------------------------------------------
+
+
+LIVE_SERVER = "memagent"
+LIVE_CLAUDE_MD = """# Memory: the memagent agent {agent!r}, live
+
+Your long-term memory is not in this folder. It is the memagent agent `{agent}`, served by the
+`{server}` MCP server (`.mcp.json` runs `memagent mcp serve {agent}`), and shared with every other
+harness that uses the same agent. Use it through that server's tools, never a copy:
+
+- At the start of a task, read the standing instructions with `mcp__{server}__read_file`
+  (`file_path: /AGENTS.md`; also the resource `memagent://{agent}/AGENTS.md`) and follow them.
+  List the skills with `mcp__{server}__glob` (`pattern: /skills/**`) and read a skill before a
+  task it describes.
+- Find things with `mcp__{server}__search_memory` (ranked) or `mcp__{server}__grep` (exact text).
+- Change memory only with `mcp__{server}__edit_file`, `mcp__{server}__write_file` and
+  `mcp__{server}__delete_file`, with a one-line `reason`. Every change is validated and versioned
+  (`mcp__{server}__history` shows who changed what). Read a file before you change it; if a change
+  is refused because the file changed since you read it, read it again and re-apply your change.
+- Standing preferences and corrections belong in /AGENTS.md; a procedure for a kind of task in a
+  skill (/skills/<name>.md with frontmatter `name` and `description`). Never store secrets.
+- The prompts `remember` and `compact` of the `{server}` server (slash commands) review this
+  conversation into memory and tidy memory up.
+"""
+
+
+def export_live(agent: str) -> ExportResult:
+    """Claude Code files that use ``agent``'s memory live through ``memagent mcp serve`` (no copy)."""
+    result = ExportResult({})
+    entry = {"type": "stdio", "command": "memagent", "args": ["mcp", "serve", agent],
+             "env": {"MEMAGENT_DB": "${MEMAGENT_DB:-}"}}
+    result.add(".mcp.json", dump_json({"mcpServers": {LIVE_SERVER: entry}}))
+    result.add("CLAUDE.md", LIVE_CLAUDE_MD.format(agent=agent, server=LIVE_SERVER))
+    result.notes.append(Note(".mcp.json", "runs `memagent` from PATH with $MEMAGENT_DB from Claude Code's "
+                                          "environment (unset: memagent's default database); start Claude Code "
+                                          "where both name this database"))
+    return result
 
 
 def export_layout(memory: Mapping[str, str], result: ExportResult, *, skills_dir: str,

@@ -8,7 +8,8 @@ traces a write from the tool call to the commit. Invariants:
 - Every change takes the one write path: ``view.prepare_*`` (path rules, one read,
   the edit, validators) -> the model-has-seen-it check -> the gate -> ``view.commit``
   against the version that was read, so an edit never lands on a file that changed
-  underneath it, and a refusal at any step changes nothing.
+  underneath it, and a refusal at any step changes nothing. With ``defer`` (writes
+  queued for review) the last two steps are replaced by storing a proposal.
 - ``seen`` maps view paths to the version the model has seen (by reading it,
   writing it, or finding it in the system prompt); a write over an existing file
   the model has not seen is refused.
@@ -53,6 +54,10 @@ class ToolsJsonVerdict(Protocol):
 
 
 ToolsJsonCheck = Callable[[str], ToolsJsonVerdict]
+# Where a change goes instead of the gate and the commit when writes are queued for
+# review (``memagent mcp serve --approval queue``): it stores the checked change as a
+# proposal and returns what the model is told.
+Defer = Callable[[PendingChange, str], str]
 
 READ_LIMIT = 2000
 MUTATING = frozenset({"write_file", "edit_file", "delete_file"})
@@ -160,8 +165,10 @@ class MemoryTools:
     """``ToolProvider`` of the file tools for one agent (or subagent)."""
 
     def __init__(self, view: AgentView, gate: Approvals, *, author: Author = "agent",
-                 log: ChangeLog | None = None, check_tools_json: ToolsJsonCheck | None = None) -> None:
+                 log: ChangeLog | None = None, check_tools_json: ToolsJsonCheck | None = None,
+                 defer: Defer | None = None) -> None:
         self.view = view
+        self.defer = defer
         self.check_tools_json = check_tools_json
         self.gate = gate
         self.author: Author = author
@@ -230,6 +237,9 @@ class MemoryTools:
                 return ToolResult(check.refusal, True)
             if check.note:
                 request = replace(request, note=check.note)
+        if self.defer is not None:
+            # Checked exactly as a commit would be (paths, validators, seen), then queued, not stored.
+            return ToolResult(self.defer(pending, reason))
         outcome = self.gate.check(request)
         if not outcome.approved:
             msg = f"The user rejected this change to {pending.shown}; nothing was changed."

@@ -1,0 +1,91 @@
+"""``memagent mcp serve AGENT``: the agent's memory as an MCP server (``agent/serve``).
+
+Invariants:
+- stdio by default: stdout carries only the protocol; the one start line and any
+  error go to stderr. ``--http HOST:PORT`` serves streamable HTTP at ``/mcp``;
+  a non-loopback HOST needs a token (``--token`` or ``$MEMAGENT_MCP_TOKEN``) and
+  the command refuses to start without one (one line, exit 1).
+- The agent must exist before the server starts (one line and exit 1 otherwise),
+  so a client's misconfiguration shows at once, not at its first tool call.
+- ctrl-C and the end of stdin stop the server with exit 0 and no traceback.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import click
+
+from memagent.agent.cli import config
+from memagent.agent.cli.common import Ctx, fail, handled
+
+
+@click.group("mcp")
+def mcp_group() -> None:
+    """Serve an agent's memory to other harnesses over MCP (Claude Code, Codex, ...)."""
+
+
+@mcp_group.command("serve")
+@click.argument("agent")
+@click.option("--approval", type=click.Choice(["client", "queue", "yolo"]), default="client", show_default=True,
+              help="client: the MCP client's own permission prompt approves each write (recorded as 'client'); "
+                   "queue: writes become proposals for `memagent review`; yolo: no approval.")
+@click.option("--http", "http", default=None, metavar="HOST:PORT",
+              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+@click.option("--token", default=None, envvar="MEMAGENT_MCP_TOKEN", metavar="TOKEN",
+              help="Bearer token HTTP clients must send (default $MEMAGENT_MCP_TOKEN); required off loopback.")
+@click.pass_obj
+@handled
+def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str | None) -> None:
+    """Serve AGENT's memory over MCP: file tools, AGENTS.md and skills as resources,
+    /remember and /compact as prompts.
+
+    \b
+    Every write is validated and versioned like a chat edit; a write over a file
+    that changed since the client read it is refused ("read it again"). Each
+    revision records the client's name and version (see `memagent fs log`).
+    """
+    from memagent.agent.serve import MemoryServer
+    from memagent.agent.serve.server import ApprovalMode
+    from memagent.agent.serve.transport import check_binding, parse_address, serve_http, serve_stdio
+    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs.scopes import AgentView
+
+    address = parse_address(http) if http else None
+    if address is not None:
+        check_binding(address[0], token)
+        _check_port_free(*address)
+    view = ctx.view(agent)
+    store = view.store
+    mode: ApprovalMode = "queue" if approval == "queue" else "yolo" if approval == "yolo" else "client"
+    server = MemoryServer(
+        view, approval=mode,
+        queue=ProposalStore(ctx.store.engine) if mode == "queue" else None,
+        view_factory=lambda: AgentView(store, view.agent, user=config.user_id(), org=config.org_id()))
+
+    def ready(where: str) -> None:
+        click.echo(f"memagent: serving agent {view.agent!r} over MCP at {where} (approval: {mode}"
+                   + (", bearer token required" if token else "") + "); ctrl-C stops", err=True)
+
+    try:
+        if address is None:
+            ready("stdio")
+            serve_stdio(server)
+        else:
+            serve_http(server, address[0], address[1], token, on_ready=ready)
+    except KeyboardInterrupt:
+        pass
+    click.echo("memagent: MCP server stopped", err=True)
+    sys.exit(0)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a taken port in one line (the web server would log a bind error and exit)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another port with --http HOST:PORT")

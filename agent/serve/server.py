@@ -1,0 +1,330 @@
+"""The MCP server over one agent's memory: tools, resources and prompts.
+
+Built on the SDK's low-level ``Server`` so the tools keep the exact names, schemas
+and texts of the chat's providers. Invariants:
+
+- Tools: ``ls``, ``read_file``, ``write_file``, ``edit_file``, ``delete_file``,
+  ``glob``, ``grep`` (``MemoryTools``), ``search_memory`` (``SearchTools``) and
+  ``history`` (``HistoryTools``), run through a ``ToolBox``. Arguments are checked
+  against the tool's own input schema first; every failure (bad arguments, a path
+  rule, a validator, a stale version, the database) comes back as a tool result
+  with ``isError`` and one line saying how to fix the call. Nothing a call sends
+  ends the server.
+- Writes take the one write path (``prepare_*`` -> seen check -> gate -> commit).
+  ``client`` and ``yolo`` approve in the gate (the client asked its user before it
+  called, or no one is asked) and record that as the revision's approval; ``queue``
+  stores the checked change as a pending proposal (``vfs.proposals``) for
+  ``memagent review`` and stores no revision. Author ``agent``; origin ``mcp`` with
+  the client's name and version (from the client's ``clientInfo``).
+- One ``Session`` per MCP session (the ``mcp-session-id`` of streamable HTTP; the
+  process on stdio; the client's name and version when a stateless client sends no
+  session id): its own ``seen`` versions, so a write over a version this session
+  has not read is refused as in chat. A session's calls run one at a time, in a
+  worker thread (the store is synchronous), so the event loop never blocks.
+- Resources are ``/AGENTS.md`` and each skill (``/skills/<name>.md``,
+  ``/skills/<name>/SKILL.md``) as ``memagent://<agent>/<path>``, read at their
+  current version (which counts as read for the session's ``seen``). Prompts are
+  ``remember`` and ``compact``: the chat's ``/remember`` and ``/compact`` texts
+  (``skills_templates/prompts/``) with a note that memory is reached through this
+  server's tools.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from urllib.parse import quote, unquote
+
+import jsonschema
+
+from memagent.agent.tools import ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
+from memagent.agent.tools.history import HistoryTools
+from memagent.agent.tools.search import SearchTools
+from memagent.vfs.errors import NotFound, VfsError
+from memagent.vfs.proposals import Busy, NewProposal, ProposalStore
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.types import Origin, PendingChange
+
+if TYPE_CHECKING:
+    from mcp.server import Server, ServerRequestContext
+
+log = logging.getLogger("memagent.agent.serve")
+
+ApprovalMode = Literal["client", "queue", "yolo"]
+APPROVAL_MODES: Final[tuple[str, ...]] = get_args(ApprovalMode)
+MAX_SESSIONS = 256  # sessions remembered at once (the oldest is forgotten first)
+CLIENT_LABEL_CHARS = 100
+QUEUE_WAIT = 10.0  # seconds a queued write waits for a reflection run holding the agent's queue lock
+SKILL_PATTERNS = ("skills/*.md", "skills/*/SKILL.md")
+MAX_RESOURCES = 500
+
+MCP_NOTE = ("Your memory is the memagent agent {agent!r}, reached through this MCP server's tools (ls, read_file, "
+            "write_file, edit_file, delete_file, glob, grep, search_memory, history). /AGENTS.md is not in your "
+            "instructions: read_file it first. Every write is validated and versioned; if a write is refused "
+            "because the file changed, read it again and re-apply your change.")
+
+
+def client_label(name: object, version: object) -> str:
+    """``name version`` of an MCP client as one short line ("unknown client" when it sent none)."""
+    text = " ".join(f"{name or ''} {version or ''}".split())
+    return (text or "unknown client")[:CLIENT_LABEL_CHARS]
+
+
+class FixedGate:
+    """``Approvals`` for a server: the client (or no one) already decided, so approve and say how."""
+
+    def __init__(self, approval: Literal["client", "yolo"]) -> None:
+        self.approval: Literal["client", "yolo"] = approval
+
+    def check(self, request: ApprovalRequest) -> Outcome:
+        return Outcome(True, self.approval)
+
+
+class Session:
+    """The tools of one MCP session: their ``seen`` versions and the client they record."""
+
+    def __init__(self, view: AgentView, mode: ApprovalMode, client: str, queue: ProposalStore | None) -> None:
+        self.view = view
+        self.client = client
+        self.queue = queue
+        self.lock = threading.Lock()
+        gate = FixedGate("yolo" if mode == "yolo" else "client")
+        self.memory = MemoryTools(view, gate, author="agent",
+                                  defer=self._enqueue if mode == "queue" else None)
+        self.memory.origin = Origin("mcp", detail=client)
+        self.box = ToolBox([self.memory, SearchTools(view), HistoryTools(view)])
+        self.schemas = {d["name"]: d["input_schema"] for d in self.box.definitions()}
+
+    def run(self, name: str, args: Any) -> ToolResult:
+        with self.lock:
+            return self._run(name, args)
+
+    def _run(self, name: str, args: Any) -> ToolResult:
+        if name not in self.schemas:
+            return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self.schemas)}", True)
+        args = {} if args is None else args
+        problem = _argument_problem(self.schemas[name], args)
+        if problem:
+            return ToolResult(f"bad arguments for {name}: {problem}; see the tool's input schema", True)
+        try:
+            return self.box.run(name, dict(args))
+        except Exception as exc:  # noqa: BLE001 - the server outlives any one call
+            log.exception("tool %s failed", name)
+            return ToolResult(f"{name} failed: {_one_line(exc)}; try again, and if it keeps failing check the "
+                              "memagent server's database", True)
+
+    def mark_read(self, shown: str, version: int) -> None:
+        with self.lock:
+            self.memory.seen[shown] = version
+
+    def _enqueue(self, pending: PendingChange, reason: str) -> str:
+        assert self.queue is not None
+        agent = self.view.agent
+        try:
+            run = self.queue.start_run(agent, model=f"mcp: {self.client}"[:100], wait=QUEUE_WAIT)
+        except Busy:
+            raise VfsError(f"the review queue of agent {agent!r} is busy (a reflect run holds it); nothing was "
+                           "queued: try the same call again in a minute") from None
+        proposal = NewProposal(pending.scope, pending.path, pending.shown, pending.op, pending.expected_version,
+                               pending.before, pending.after, reason)
+        ids = self.queue.finish_run(run.id, "done", new=[proposal],
+                                    note=f"queued by MCP client {self.client} (memagent mcp serve --approval queue)")
+        return (f"Queued for review as proposal #{ids[0]}: {pending.op} {pending.shown}. Nothing is changed until "
+                f"a person approves it with `memagent review {agent}`; {pending.shown} stays at version "
+                f"{pending.expected_version} until then.")
+
+
+def _argument_problem(schema: dict[str, Any], args: Any) -> str:
+    if not isinstance(args, dict):
+        return "arguments must be a JSON object"
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(args))
+    if error is None:
+        return ""
+    where = "/".join(str(p) for p in error.absolute_path)
+    return (f"{where}: " if where else "") + _one_line(error.message)[:300]
+
+
+def _one_line(exc: object) -> str:
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
+def prompt_text(name: str) -> str:
+    """A built-in prompt (the chat's ``/remember`` and ``/compact`` guidance)."""
+    files = resources.files("memagent.skills_templates")
+    return files.joinpath(f"prompts/{name}.md").read_text("utf-8").strip()
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    name: str
+    description: str
+    argument: tuple[str, str] | None = None  # an optional argument: name, description
+
+
+PROMPTS = (
+    PromptSpec("remember", "Reflect on this conversation and update memagent memory (AGENTS.md for standing "
+                           "preferences, a skill for a task procedure).",
+               ("hint", "Optional: what to remember")),
+    PromptSpec("compact", "Compact memagent memory: merge duplicates, generalise lists of cases into rules, move "
+                          "task detail out of AGENTS.md into skills."),
+)
+
+
+class MemoryServer:
+    """The MCP server of one agent's memory (build it, then run it on a transport)."""
+
+    def __init__(self, view: AgentView, *, approval: ApprovalMode = "client",
+                 queue: ProposalStore | None = None,
+                 view_factory: Callable[[], AgentView] | None = None) -> None:
+        if approval not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}")
+        if approval == "queue" and queue is None:
+            raise ValueError("approval 'queue' needs the proposal store")
+        self.view = view
+        self.agent = view.agent
+        self.approval: ApprovalMode = approval
+        self.queue = queue
+        self.view_factory = view_factory or (lambda: view)
+        self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def session(self, key: str, client: str) -> Session:
+        with self._lock:
+            found = self._sessions.get((key, client))
+            if found is None:
+                found = Session(self.view_factory(), self.approval, client, self.queue)
+                self._sessions[(key, client)] = found
+                while len(self._sessions) > MAX_SESSIONS:
+                    self._sessions.popitem(last=False)
+            else:
+                self._sessions.move_to_end((key, client))
+            return found
+
+    def session_for(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+        params = ctx.session.client_params
+        info = params.client_info if params is not None else None
+        client = client_label(getattr(info, "name", ""), getattr(info, "version", ""))
+        key = ""
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            key = str(headers.get("mcp-session-id") or "")
+        return self.session(key, client)
+
+    # -- resources -----------------------------------------------------------------------
+
+    def uri(self, path: str) -> str:
+        return f"memagent://{quote(self.agent, safe='')}{quote(path)}"
+
+    def path_of(self, uri: str) -> str:
+        prefix = f"memagent://{quote(self.agent, safe='')}/"
+        if not uri.startswith(prefix):
+            raise NotFound(f"{uri} is not a resource of this server; its resources are memagent://{self.agent}/... "
+                           "(list them with resources/list)")
+        return "/" + unquote(uri[len(prefix):])
+
+    def resource_paths(self) -> list[str]:
+        view = self.view_factory()
+        paths = ["/AGENTS.md"] if view.exists("/AGENTS.md") else []
+        skills: set[str] = set()
+        for pattern in SKILL_PATTERNS:
+            skills.update(view.glob(pattern, "/"))
+        return (paths + sorted(skills))[:MAX_RESOURCES]
+
+    def is_resource(self, path: str) -> bool:
+        return path == "/AGENTS.md" or (path.startswith("/skills/") and path.endswith(".md"))
+
+    # -- the SDK server --------------------------------------------------------------------
+
+    def build(self) -> Server[Any]:
+        """The SDK's low-level ``Server`` with this memory's handlers."""
+        import anyio.to_thread
+        import mcp_types as types
+        from mcp.server import Server
+
+        from memagent import __version__
+
+        async def list_tools(ctx: ServerRequestContext[Any, Any],
+                             params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+            session = self.session_for(ctx)
+            return types.ListToolsResult(tools=[
+                types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"])
+                for d in session.box.definitions()])
+
+        async def call_tool(ctx: ServerRequestContext[Any, Any],
+                            params: types.CallToolRequestParams) -> types.CallToolResult:
+            session = self.session_for(ctx)
+            result = await anyio.to_thread.run_sync(session.run, params.name, params.arguments)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=result.content)],
+                                        is_error=result.is_error)
+
+        async def list_resources(ctx: ServerRequestContext[Any, Any],
+                                 params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+            paths = await anyio.to_thread.run_sync(self.resource_paths)
+            return types.ListResourcesResult(resources=[
+                types.Resource(name=p.lstrip("/"), uri=self.uri(p), mime_type="text/markdown",
+                               description="The agent's standing instructions" if p == "/AGENTS.md"
+                               else "A skill of the agent")
+                for p in paths])
+
+        async def read_resource(ctx: ServerRequestContext[Any, Any],
+                                params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+            from mcp.shared.exceptions import MCPError
+
+            session = self.session_for(ctx)
+            uri = str(params.uri)
+
+            def read() -> tuple[str, int, str]:
+                path = self.path_of(uri)
+                if not self.is_resource(path):
+                    raise NotFound(f"{uri} is not a resource (only /AGENTS.md and skills are); "
+                                   "use the read_file tool for other files")
+                fc = session.view.read(path)
+                session.mark_read(fc.path, fc.version)
+                return fc.path, fc.version, fc.content
+
+            try:
+                _, version, text = await anyio.to_thread.run_sync(read)
+            except VfsError as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=_one_line(exc)) from None
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=uri, mime_type="text/markdown", text=text, _meta={"version": version})])
+
+        async def list_prompts(ctx: ServerRequestContext[Any, Any],
+                               params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+            return types.ListPromptsResult(prompts=[
+                types.Prompt(name=p.name, description=p.description,
+                             arguments=[types.PromptArgument(name=p.argument[0], description=p.argument[1],
+                                                             required=False)] if p.argument else None)
+                for p in PROMPTS])
+
+        async def get_prompt(ctx: ServerRequestContext[Any, Any],
+                             params: types.GetPromptRequestParams) -> types.GetPromptResult:
+            from mcp.shared.exceptions import MCPError
+
+            spec = next((p for p in PROMPTS if p.name == params.name), None)
+            if spec is None:
+                raise MCPError(code=types.INVALID_PARAMS,
+                               message=f"unknown prompt {params.name!r}; the prompts are: "
+                                       + ", ".join(p.name for p in PROMPTS))
+            text = prompt_text(spec.name) + "\n\n" + MCP_NOTE.format(agent=self.agent)
+            hint = " ".join(str((params.arguments or {}).get("hint", "")).split())[:500]
+            if hint:
+                text += f"\n\nThe user adds this hint about what to remember: {hint}"
+            return types.GetPromptResult(description=spec.description, messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+
+        return Server(
+            "memagent", version=__version__,
+            instructions=MCP_NOTE.format(agent=self.agent),
+            on_list_tools=list_tools, on_call_tool=call_tool,
+            on_list_resources=list_resources, on_read_resource=read_resource,
+            on_list_prompts=list_prompts, on_get_prompt=get_prompt,
+        )
