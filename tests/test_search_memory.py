@@ -13,8 +13,8 @@ import pytest
 
 from memagent.agent.tools import ToolBox
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs import SqlStore
-from memagent.vfs.ranking import MAX_TERMS, fts5_match, snippet, terms
+from memagent.vfs import SqlStore, ranking
+from memagent.vfs.ranking import MAX_TERMS, STOP_WORDS, fts5_match, searched, snippet, terms
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
@@ -232,3 +232,40 @@ def test_other_agents_files_never_crowd_out_or_leak_into_the_answer(store: SqlSt
     hits = AgentView(store, "a").search("walrus", k=3)
     assert [h.path for h in hits] == ["/mine.md"]
     assert len(AgentView(store, "other").search("walrus", k=50)) == 50
+
+
+def test_stop_words_are_not_searched_unless_nothing_else_is_left(view: AgentView) -> None:
+    assert searched(terms("how do we handle the billing")) == ["handle", "billing"]
+    assert searched(terms("the who")) == ["the", "who"]
+    assert {"how", "the", "we", "do"} <= STOP_WORDS
+    # "how should I reply to an email" is about replying, not about every file with "to" in it.
+    assert ranked(view, "how should I reply to an email", 1) == ["/skills/draft-reply.md"]
+    assert ranked(view, "where is the") == ranked(view, "where is the")  # only stop words: still answered
+
+
+@pytest.fixture
+def crowded(store: SqlStore) -> AgentView:
+    """More matching files than Postgres ranks exactly (ranking.PG_CANDIDATES)."""
+    many = ranking.PG_CANDIDATES + 50
+    files = {f"/notes/n{i:03d}.md": f"a walrus note {i}, " + "filler words about other things " * (i % 7 + 1) + "\n"
+             for i in range(many)}
+    files["/knowledge/walrus.md"] = "Walruses: tusks, whiskers and a walrus colony, " + "more " * 40 + "\n"
+    files["/knowledge/arctic.md"] = "The walrus hauls out on Svalbard sea ice in the arctic summer.\n"
+    files["/notes/zz-repeat.md"] = "walrus walrus walrus walrus, plain text\n"
+    store.bulk_write("agent:a", files)
+    return AgentView(store, "a")
+
+
+def test_among_many_matches_the_path_and_the_most_words_still_rank_first(crowded: AgentView) -> None:
+    # The file named after the word, and the short one that repeats it, beat 250 that say it once.
+    assert set(ranked(crowded, "walrus", 2)) == {"/knowledge/walrus.md", "/notes/zz-repeat.md"}
+    assert ranked(crowded, "walrus svalbard arctic", 1) == ["/knowledge/arctic.md"]
+    assert len(crowded.search("walrus", k=50)) == 50
+
+
+def test_bounded_ranking_agrees_with_ranking_every_match(crowded: AgentView, monkeypatch: pytest.MonkeyPatch) -> None:
+    queries = ["walrus", "walrus svalbard", "walrus note filler", "other things walrus"]
+    bounded = {q: crowded.search(q, k=10) for q in queries}
+    monkeypatch.setattr(ranking, "PG_CANDIDATES", 100_000)  # every match ranked exactly
+    for q in queries:
+        assert crowded.search(q, k=10) == bounded[q], q

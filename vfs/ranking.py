@@ -15,10 +15,17 @@ Invariants:
   bound parameter to ``plainto_tsquery`` (Postgres), so no input is a syntax error,
   and the query is an OR of a bounded number of terms (no query can hang: on
   Postgres a statement timeout stops it anyway). Files matching more of the words,
-  or rarer ones, rank higher.
+  or rarer ones, rank higher. English stop words (``STOP_WORDS``, all on Postgres'
+  list) are left out of the query unless it has no other word.
 - Only live files of the given scopes are returned, best first, at most ``k``.
-  Snippets are cut from the file's text in Python (the same on both databases):
-  the line with most query words, bounded to ``SNIPPET_CHARS``.
+  Snippets are cut from the file's text in Python (the same on both databases),
+  for the ``k`` returned files only: the line with most query words, bounded to
+  ``SNIPPET_CHARS``.
+- Cost is bounded by the number of matching files, not by their text. SQLite ranks
+  every match inside FTS5 and reads the text of the ``k`` best only. Postgres,
+  whose ``ts_rank`` must read each ranked file's out-of-line ``tsvector``, ranks
+  exactly the ``PG_CANDIDATES`` best by an estimate the GIN index answers alone
+  (see ``_POSTGRES``): exact whenever no more files match.
 - Without the index (an SQLite without FTS5) search scans: the same words,
   counted in Python, over files whose text contains one of them.
 
@@ -28,6 +35,8 @@ database one. An embedding ranker can be added later behind the same interface.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -46,6 +55,17 @@ PATH_WEIGHT = 4.0
 STATEMENT_TIMEOUT_MS = 5000
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+# English function words, all on Postgres' english stop list, so both databases drop
+# the same ones: in a question ("how do we handle ...") they match thousands of files,
+# which costs ranking time (bm25 scores every match) and adds nothing to the order.
+_STOP_LIST = """
+a about again all am an and any are as at be been being but by can did do does doing down each for from
+had has have having he her here him his how i if in into is it its just me my no nor not now of off on or
+our out over own same she should so some such t than that the their them then there these they this those
+to too under up very was we were what when where which who whom why will with you your
+"""
+STOP_WORDS = frozenset(_STOP_LIST.split())
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,12 @@ def terms(query: str) -> list[str]:
     return out
 
 
+def searched(words: Sequence[str]) -> list[str]:
+    """The words that are ranked: ``words`` without stop words, unless nothing else is left."""
+    kept = [w for w in words if w not in STOP_WORDS]
+    return kept or list(words)
+
+
 def fts5_match(words: Sequence[str]) -> str:
     """An FTS5 MATCH expression: the quoted words ORed (quotes doubled, so nothing is syntax)."""
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
@@ -90,8 +116,11 @@ def _stem(word: str) -> str:
 def snippet(content: str, words: Sequence[str]) -> str:
     """The line of ``content`` with the most query words, around the first one, one line."""
     stems = [_stem(w) for w in words]
+    text_ = content[:400_000]
+    lines = text_.splitlines(keepends=True)
     best, best_score, best_at = "", 0, 0
-    for line in content[:400_000].splitlines():
+    for i in _lines_with(text_, lines, stems):
+        line = lines[i].rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
         low = line.lower()
         score = sum(1 for s in stems if s in low)
         if score > best_score:
@@ -109,6 +138,20 @@ def snippet(content: str, words: Sequence[str]) -> str:
     return " ".join(line.split())
 
 
+def _lines_with(text_: str, lines: Sequence[str], stems: Sequence[str]) -> list[int]:
+    """Indexes of the lines that hold a stem, in order: one regex pass over the whole text.
+
+    Scoring every line in Python cost ~0.4 ms a file, a good share of a search; the
+    lines worth scoring are usually a handful.
+    """
+    low = text_.lower()
+    if not stems or len(low) != len(text_):  # lower() changed lengths: offsets would not map
+        return list(range(len(lines)))
+    starts = list(itertools.accumulate((len(ln) for ln in lines), initial=0))
+    found = re.finditer("|".join(re.escape(s) for s in stems), low)
+    return sorted({bisect.bisect_right(starts, m.start()) - 1 for m in found})
+
+
 def _in_scopes(scopes: Sequence[str]) -> tuple[str, dict[str, Any]]:
     names = [f"s{i}" for i in range(len(scopes))]
     return ", ".join(":" + n for n in names), dict(zip(names, scopes, strict=True))
@@ -122,15 +165,48 @@ ORDER BY score, f.path
 LIMIT :k
 """
 
-# The tsquery is written out in WHERE (not taken from a subquery) so that the planner
-# sees a condition the GIN index on search_doc can answer.
+# Postgres ranks a bounded candidate set. ts_rank must read each ranked row's tsvector,
+# which for a file of a few KB lives out of line (TOAST): ~10 us a row, so ranking the
+# 3,000 files a common word matches took ~40 ms. The GIN index alone tells which
+# files hold which query word without reading any tsvector, so stage one picks the
+# PG_CANDIDATES files with the best estimate of ts_rank from what is cheap (how many
+# query words a file holds, which of them its path holds, its size: ts_rank with
+# every word counted once), and stage two computes the exact ts_rank of those only.
+# When no more than PG_CANDIDATES files match, every match is a candidate and the
+# ranking is exact; past that, a file that only repeats a word more often than its
+# rivals can be missed (bench/RESULTS.md gives how often on the bench corpus).
+# Each word's tsquery is written out (not taken from a subquery) so that the planner
+# sees a condition the GIN index on search_doc can answer. The estimate is float8
+# arithmetic: numeric's ln() alone cost ~10 us a file.
+_PG_HITS = """
+SELECT f.id, f.scope, f.deleted, f.size,
+       CASE WHEN lower(f.path) LIKE :p{i} THEN {path_weight}::float8 ELSE 1.0::float8 END AS w
+FROM files AS f
+WHERE f.search_doc @@ plainto_tsquery('english', :w{i})
+"""
+
+# One word needs no grouping: each match is one row.
+_PG_CANDIDATES_ONE = ("SELECT id FROM hits WHERE scope IN ({scopes}) AND deleted = false "
+                      "ORDER BY w / ln(size + 2.0::float8) DESC, id LIMIT :n")
+_PG_CANDIDATES_MANY = ("SELECT id FROM hits WHERE scope IN ({scopes}) AND deleted = false "
+                       "GROUP BY id ORDER BY sum(w) / ln(max(size) + 2.0::float8) DESC, id LIMIT :n")
+
+# MATERIALIZED keeps the scope test out of the GIN scans: on a table without
+# statistics (just imported) the planner otherwise reads every file of the scope
+# through the (scope, deleted) index and tests each tsvector, ~100 ms at 2,000 files.
 _POSTGRES = """
+WITH hits AS MATERIALIZED ({hits}),
+cand AS ({candidates})
 SELECT f.scope, f.path, f.version, f.content, ts_rank(f.search_doc, {query}, 1) AS score
 FROM files AS f
-WHERE f.search_doc @@ ({query}) AND f.scope IN ({scopes}) AND f.deleted = false
+WHERE f.id = ANY(ARRAY(SELECT id FROM cand))
 ORDER BY score DESC, f.path
 LIMIT :k
 """
+# A word in the path weighs A (1.0) in search_doc against B (0.4) in the text; ts_rank
+# gives such a word ~2.5 times a text word's share, and the estimate does the same.
+_PG_PATH_WEIGHT = 2.5
+PG_CANDIDATES = 200
 
 
 _SQLITE_TOP = "SELECT rowid, bm25(files_search, {weight}, 1.0) AS score FROM files_search " \
@@ -152,12 +228,16 @@ def _sqlite_two_stage(conn: Connection, scopes: Sequence[str], match: str, k: in
     score = {r.rowid: r.score for r in top}
     placeholders, params = _in_scopes(scopes)
     ids = ", ".join(str(int(i)) for i in score)
-    rows = conn.execute(text(f"SELECT id, scope, path, version, content FROM files WHERE id IN ({ids}) "
+    rows = conn.execute(text(f"SELECT id, scope, path, version FROM files WHERE id IN ({ids}) "
                              f"AND scope IN ({placeholders}) AND deleted = 0"), params).all()
     if len(rows) < k and len(top) == n:
         return None
     found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
-    return [_Row(r.scope, r.path, r.version, r.content, score[r.id]) for r in found]
+    # The text only of the k kept (for their snippets): reading n files' text cost more.
+    kept = ", ".join(str(int(r.id)) for r in found)
+    content = {r.id: r.content for r in conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({kept})"))} \
+        if found else {}
+    return [_Row(r.scope, r.path, r.version, content[r.id], score[r.id]) for r in found]
 
 
 @dataclass(frozen=True)
@@ -192,7 +272,7 @@ class FullTextRanker:
         self._kind: dict[str, str] = {}
 
     def rank(self, conn: Connection, scopes: Sequence[str], query: str, k: int) -> list[Ranked]:
-        words = terms(query)
+        words = searched(terms(query))
         k = max(1, min(int(k), MAX_K))
         if not words or not scopes:
             return []
@@ -210,14 +290,25 @@ class FullTextRanker:
             return [Ranked(r.scope, r.path, round(-float(r.score), 4), snippet(r.content, words), r.version)
                     for r in rows]
         if kind == "tsvector":
-            wparams = {f"w{i}": w for i, w in enumerate(words)}
-            query_sql = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(words)))
-            sql = text(_POSTGRES.format(query=query_sql, scopes=placeholders))
-            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
-            found = conn.execute(sql, {**params, **wparams, "k": k}).all()
-            return [Ranked(r.scope, r.path, round(float(r.score), 4), snippet(r.content, words), r.version)
-                    for r in found]
+            return _postgres(conn, placeholders, params, words, k)
         return _scan(conn, scopes, words, k)
+
+
+def _postgres(conn: Connection, placeholders: str, params: dict[str, Any], words: Sequence[str],
+              k: int) -> list[Ranked]:
+    """Exact ts_rank over the ``PG_CANDIDATES`` best estimated matches (see ``_POSTGRES``)."""
+    hits = " UNION ALL ".join(_PG_HITS.format(i=i, path_weight=_PG_PATH_WEIGHT)
+                              for i in range(len(words)))
+    query_sql = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(words)))
+    wparams: dict[str, Any] = {f"w{i}": w for i, w in enumerate(words)}
+    # Words are letters and digits only (``terms``), so nothing in them is a LIKE wildcard.
+    wparams.update({f"p{i}": f"%{_stem(w)}%" for i, w in enumerate(words)})
+    candidates = _PG_CANDIDATES_ONE if len(words) == 1 else _PG_CANDIDATES_MANY
+    sql = text(_POSTGRES.format(hits=hits, candidates=candidates.format(scopes=placeholders), query=query_sql))
+    conn.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    found = conn.execute(sql, {**params, **wparams, "n": max(PG_CANDIDATES, k), "k": k}).all()
+    return [Ranked(r.scope, r.path, round(float(r.score), 4), snippet(r.content, words), r.version)
+            for r in found]
 
 
 def _scan(conn: Connection, scopes: Sequence[str], words: Sequence[str], k: int) -> list[Ranked]:
