@@ -452,6 +452,7 @@ class ChatModel:
         self.first_read = first_read
         self.hold_first_write = hold_first_write
         self.wrote_second = threading.Event()
+        self.hold_second_write = threading.Event()
         self.turn = 0
         for _ in range(turns * 3):
             api.enqueue_callable(self.answer)
@@ -472,6 +473,8 @@ class ChatModel:
             if self.turn == 1:
                 self.first_read.set()
                 assert self.hold_first_write.wait(30), "the MCP side never wrote"
+            if self.turn == 2:
+                assert self.hold_second_write.wait(30), "the MCP side never read again"
             line = f"chat-{self.turn}"
             return self._tool("write_file", {"file_path": "/notes.md", "content": numbered_to_text(text) + line + "\n"})
         self.told.append((use["input"]["content"].splitlines()[-1], bool(result.get("is_error")), text))
@@ -526,6 +529,7 @@ def test_two_harnesses_edit_one_agent(fresh_pg_url: str, api: FakeMessagesAPI, c
             mcp_wrote.set()
             # 2. the MCP client reads, chat then writes: the MCP client's write is stale.
             is_err, seen = await call(c, "read_file", file_path="/notes.md")
+            model.hold_second_write.set()
             assert await anyio.to_thread.run_sync(model.wrote_second.wait, 30)
             result = await call(c, "write_file", file_path="/notes.md", content=numbered_to_text(seen) + "mcp-2\n")
             mcp_told.append(("mcp-2", *result))
