@@ -155,9 +155,13 @@ def numbered_to_text(numbered: str) -> str:
 def test_every_tool_over_stdio(url: str) -> None:
     async def body() -> None:
         async with stdio() as c:
-            names = [t.name for t in (await c.list_tools()).tools]
-            assert names == ["ls", "read_file", "write_file", "edit_file", "delete_file", "glob", "grep",
-                             "search_memory", "history"]
+            tools = (await c.list_tools()).tools
+            assert [t.name for t in tools] == ["ls", "read_file", "write_file", "edit_file", "delete_file", "glob",
+                                               "grep", "search_memory", "history"]
+            hints = {t.name: (t.annotations.read_only_hint, t.annotations.destructive_hint) for t in tools
+                     if t.annotations}
+            assert hints["read_file"] == (True, None) and hints["history"] == (True, None)
+            assert hints["edit_file"] == (False, False) and hints["delete_file"] == (False, True)
             is_err, text = await call(c, "ls", path="/")
             assert not is_err and "AGENTS.md" in text and "skills/" in text
             is_err, text = await call(c, "read_file", file_path="/AGENTS.md")

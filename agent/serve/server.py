@@ -42,7 +42,7 @@ from urllib.parse import quote, unquote
 
 import jsonschema
 
-from memagent.agent.tools import ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
+from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
 from memagent.agent.tools.history import HistoryTools
 from memagent.agent.tools.search import SearchTools
 from memagent.vfs.errors import NotFound, VfsError
@@ -254,8 +254,14 @@ class MemoryServer:
         async def list_tools(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
             session = self.session_for(ctx)
+            # Hints for the client's permission prompt: what only reads, what can destroy (a delete;
+            # kept in history, but the live file goes), and that nothing reaches outside memory.
             return types.ListToolsResult(tools=[
-                types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"])
+                types.Tool(name=d["name"], description=d["description"], input_schema=d["input_schema"],
+                           annotations=types.ToolAnnotations(
+                               read_only_hint=d["name"] not in MUTATING,
+                               destructive_hint=d["name"] == "delete_file" if d["name"] in MUTATING else None,
+                               open_world_hint=False))
                 for d in session.box.definitions()])
 
         async def call_tool(ctx: ServerRequestContext[Any, Any],
