@@ -12,9 +12,15 @@ Invariants (the same as for single writes, applied to the whole batch):
   that is a directory, or below a path that is a live file, counting the batch's
   own files too.
 - New files are inserted with executemany (``revisions.create_many``: one round trip
-  per few hundred rows on Postgres, one prepared statement on SQLite); that is the
-  whole speed-up. On SQLite the FTS triggers still index row by row (FTS5 flushes
-  its buffer at each statement), which costs about as much again as the inserts.
+  per few hundred rows on Postgres, one prepared statement on SQLite), and their
+  index upkeep is done once for the batch (``revisions._batch_upkeep``, 20 files or
+  more): the per-row triggers are paused for the insert (migration 0006), then
+  SQLite's two FTS5 indexes get one ``INSERT ... SELECT`` each (FTS5 flushes its
+  buffer at each statement, so row by row costs about twice as much) and the
+  directory counts one upsert per folder; on Postgres a batch that is at least half
+  the table drops its GIN indexes and builds them again after the insert. What
+  remains is the database's own work on the text: FTS5's trigram and word indexes
+  on SQLite, the generated ``tsvector`` and the GIN builds on Postgres.
 
 This module imports nothing from ``vfs.store`` (the store imports it).
 """

@@ -10,6 +10,9 @@ Invariants:
 - Every revision carries its provenance (``origin*`` columns, 0005). The full-text
   search index (FTS5 ``files_search`` on SQLite, the generated ``files.search_doc``
   on Postgres) lives only in the migrations: queries reach it as text (``ranking.py``).
+- ``dirs`` (0006) holds one row per directory with live files below it and their
+  count, kept in step by triggers on ``files`` (see that migration); ``ls`` reads
+  a directory's children from it instead of every path below.
 - ``reflection_runs`` and ``proposals`` hold background reflection and its review
   queue (``proposals.py``).
 - The schema is created by the Alembic migrations in ``migrations/``, never by
@@ -71,6 +74,16 @@ files = _table(
     _when("created_at"),
     _when("updated_at"),
     UniqueConstraint("scope", "path", name="uq_files_scope_path"),
+)
+
+# Every directory with a live file below it, and how many (0006); kept by triggers on files.
+dirs = Table(
+    "dirs",
+    metadata,
+    Column("scope", String(300), primary_key=True),
+    Column("path", PathType, primary_key=True),
+    Column("depth", Integer, nullable=False),  # number of "/" in path
+    Column("files", Integer, nullable=False),  # live files below, at any depth
 )
 
 revisions = _table(

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import paths
@@ -186,8 +188,10 @@ def create_many(conn: Connection, scope: str, new: Sequence[tuple[str, str]], *,
     at = now()
     rows = [{"scope": scope, "path": p, "version": 1, "created_at": at, **_state(c, at)} for p, c in new]
     # Plain executemany, then the ids by path: SQLite would run an INSERT ... RETURNING
-    # once per row.
-    conn.execute(insert(files), rows)
+    # once per row. The index upkeep that triggers do row by row is done once for the
+    # whole batch when the schema allows it (see _batch_upkeep).
+    with _batch_upkeep(conn, scope, [p for p, _ in new]):
+        conn.execute(insert(files), rows)
     ids: dict[str, int] = {}
     wanted = [p for p, _ in new]
     for i in range(0, len(wanted), CHUNK):
@@ -205,6 +209,110 @@ def create_many(conn: Connection, scope: str, new: Sequence[tuple[str, str]], *,
 
 
 CHUNK = 500  # bound parameters per IN (...) query, well under every driver's limit
+
+# Below this many new files a batch lets the triggers index row by row (cheaper than
+# the extra statements of the batched upkeep).
+BATCH_UPKEEP_MIN = 20
+
+_DIRS_UPSERT = text(
+    "INSERT INTO dirs(scope, path, depth, files) VALUES (:scope, :path, :depth, :files) "
+    "ON CONFLICT (scope, path) DO UPDATE SET files = dirs.files + excluded.files"
+)
+
+
+# A Postgres batch at least this large, and at least half the size of the table,
+# drops the GIN indexes of ``files`` and builds them again after the insert.
+GIN_REBUILD_MIN = 2000
+
+
+def _gin_to_rebuild(conn: Connection, new_rows: int) -> list[tuple[str, str]]:
+    """The GIN indexes of ``files`` (name, definition) to drop for a large batch, or none.
+
+    Inserting row by row into a GIN index (the trigram index of 0003; the full-text
+    index of 0005, which has no pending list) costs several times more than building
+    it once over the whole table, but a build reads the whole table: worth it only
+    when the batch is a large share of it. The drop and the build are in the
+    batch's transaction (all or nothing); meanwhile other sessions wait to read
+    ``files`` (the drop holds its lock until commit), as an import of that size
+    would make them wait for its rows anyway.
+    """
+    if new_rows < GIN_REBUILD_MIN:
+        return []
+    rows = conn.scalar(text("SELECT reltuples FROM pg_class WHERE oid = 'files'::regclass"))
+    if rows is None or rows < 0:  # never analysed: count (a table never analysed is young)
+        rows = conn.scalar(text("SELECT count(*) FROM files"))
+    if new_rows * 2 < int(rows or 0):
+        return []
+    found = conn.execute(text(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND tablename = 'files' AND indexdef LIKE '% USING gin %'"))
+    return [(str(name), str(ddl)) for name, ddl in found]
+
+
+def _dir_ancestors(path: str) -> list[str]:
+    """The directories above a file (``/a/b/c.md`` -> ``/a``, ``/a/b``), as rows of ``dirs``."""
+    return [path[:i] for i in range(1, len(path)) if path[i] == "/"]
+
+
+@contextmanager
+def _batch_upkeep(conn: Connection, scope: str, new_paths: Sequence[str]) -> Iterator[None]:
+    """Around inserting ``new_paths`` (live, new rows): index them once, not row by row.
+
+    Migration 0006 lets a transaction pause the per-row triggers: on SQLite a row in
+    ``memagent_bulk`` (the transaction holds the only write lock, so no other writer
+    ever sees it) pauses the directory index and the two FTS5 insert triggers, which
+    are then fed by one ``INSERT ... SELECT`` each (FTS5 indexes a batch many times
+    faster than row by row); on Postgres the transaction-local ``memagent.bulk``
+    pauses the directory trigger (its full-text indexes are GIN indexes, not triggers).
+    Before 0006 (a store opened without migrating) the triggers do the work.
+    """
+    sqlite = conn.dialect.name == "sqlite"
+    if len(new_paths) < BATCH_UPKEEP_MIN:
+        yield
+        return
+    if sqlite:
+        have = set(conn.scalars(text(
+            "SELECT name FROM sqlite_master WHERE name IN "
+            "('memagent_bulk', 'files_fts_insert', 'files_search_insert')")))
+        if "memagent_bulk" not in have:
+            yield
+            return
+        first = conn.scalar(text("SELECT coalesce(max(id), 0) FROM files"))
+        conn.execute(text("INSERT INTO memagent_bulk(flag) VALUES (1)"))
+        try:
+            yield
+        finally:
+            conn.execute(text("DELETE FROM memagent_bulk"))
+        # Rows above ``first`` are exactly this batch: SQLite numbers new rows max(id) + 1
+        # and no other writer can insert until this transaction ends.
+        if "files_fts_insert" in have:
+            conn.execute(text("INSERT INTO files_fts(rowid, content) SELECT id, content FROM files "
+                              "WHERE id > :first AND content IS NOT NULL"), {"first": first})
+        if "files_search_insert" in have:
+            conn.execute(text("INSERT INTO files_search(rowid, path, content) SELECT id, path, content "
+                              "FROM files WHERE id > :first AND content IS NOT NULL"), {"first": first})
+    else:
+        if conn.scalar(text("SELECT to_regclass('dirs') IS NOT NULL")) is not True:
+            yield
+            return
+        rebuild = _gin_to_rebuild(conn, len(new_paths))
+        for name, _ddl in rebuild:
+            conn.execute(text(f'DROP INDEX "{name}"'))
+        conn.execute(text("SELECT set_config('memagent.bulk', 'on', true)"))
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT set_config('memagent.bulk', '', true)"))
+        if rebuild:
+            conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+            for _name, ddl in rebuild:
+                conn.execute(text(ddl))
+    counts: Counter[str] = Counter(a for p in new_paths for a in _dir_ancestors(p))
+    if not counts:
+        return  # every new file is at the top level
+    # Sorted, so concurrent batches lock directory rows in the same order.
+    conn.execute(_DIRS_UPSERT, [{"scope": scope, "path": a, "depth": a.count("/"), "files": n}
+                                for a, n in sorted(counts.items())])
 
 
 def prefix_range(prefix: str) -> tuple[str, str]:

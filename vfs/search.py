@@ -122,6 +122,30 @@ def plan(pattern: str, *, path: str, glob: str | None, output_mode: str, case_in
     return GrepPlan(mode, regex, base, paths.dir_prefix(base), glob_fn, time.monotonic() + GREP_DEADLINE)
 
 
+def exact_literal(regex: re.Pattern[str]) -> str | None:
+    """The text ``regex`` matches if it is nothing but a case-sensitive literal, else None.
+
+    Such a pattern (no newline in it) matches a line of a file exactly when the
+    file's text contains it, so a database's substring test decides the file by
+    itself (Postgres grep for file names needs no content; see ``SqlStore.grep``).
+    """
+    import re._parser as sre_parse
+
+    try:
+        parsed = sre_parse.parse(regex.pattern, regex.flags)
+    except (re.error, OverflowError, RecursionError):
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    chars = []
+    for op, arg in parsed:
+        if op is not sre_parse.LITERAL:
+            return None
+        chars.append(chr(arg))
+    text = "".join(chars)
+    return text if text and "\n" not in text else None
+
+
 class Cut(Exception):
     """Raised by a row source (e.g. a database statement timeout): stop, say why."""
 
