@@ -41,7 +41,7 @@ from memagent.agent.tools.search import SearchTools
 from memagent.vfs import episodes
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import NotFound, StaleVersion, VfsError
-from memagent.vfs.proposals import NewProposal, Proposal, ProposalOp, ProposalStore, ThreadMessage
+from memagent.vfs.proposals import QUEUED_BY, NewProposal, Proposal, ProposalOp, ProposalStore, ThreadMessage
 from memagent.vfs.render import render_numbered
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.types import Change, FileContent, Origin, PendingChange
@@ -406,11 +406,30 @@ class Review:
                        f"{p.shown} changed since this proposal (made against version {p.base_version}); "
                        f"re-based onto version {version}")
 
+    def _client(self, p: Proposal) -> str | None:
+        """The MCP client that queued ``p`` (None: a reflection run made it)."""
+        run = self.queue.run(p.run_id)
+        if run is not None and run.model.startswith(QUEUED_BY):
+            return run.model[len(QUEUED_BY):]
+        return None
+
+    def origin(self, p: Proposal) -> Origin:
+        """Where the applied revision says the change came from: the reflection run and
+        its threads, or the MCP client whose write was queued."""
+        client = self._client(p)
+        if client is not None:
+            return Origin("mcp", detail=f"{client}, queued as proposal #{p.id}"[:300])
+        return reflection_origin(p.run_id, p.threads)
+
     def request(self, c: Checked) -> ApprovalRequest:
         p = c.proposal
         op: Literal["write", "edit", "delete"] = p.op
         threads = ", ".join(t[:8] for t in p.threads)
-        note = f"proposal #{p.id} from reflect run {p.run_id}" + (f" (threads {threads})" if threads else "")
+        client = self._client(p)
+        if client is not None:
+            note = f"proposal #{p.id}, a write queued by MCP client {client}"
+        else:
+            note = f"proposal #{p.id} from reflect run {p.run_id}" + (f" (threads {threads})" if threads else "")
         if c.state == "rebased":
             note += f"\n{c.why}"
         return ApprovalRequest(op, p.shown, c.diff, new_file=c.version == 0 and c.after is not None,
@@ -421,8 +440,7 @@ class Review:
         p = c.proposal
         if c.state == "stale":
             raise StaleVersion(c.why)
-        change = _commit(self.view, p.shown, p.op, c.after, c.version, p.reason,
-                         reflection_origin(p.run_id, p.threads), approval)
+        change = _commit(self.view, p.shown, p.op, c.after, c.version, p.reason, self.origin(p), approval)
         self.queue.decide(p.id, "applied", applied_version=change.version)
         return change
 

@@ -278,8 +278,12 @@ def test_queue_mode_proposes_and_review_applies(url: str) -> None:
     assert p.returncode == 0, err(p)
     assert "-- Use bullet points." in out(p) and "+- Use numbered lists." in out(p)
     assert "1 applied" in out(p)
+    assert "a write queued by MCP client memagent-tests 1.2.3" in out(p)
     assert content(url, "/AGENTS.md") == "# Preferences\n- Use numbered lists.\n"
-    assert history(url, "/AGENTS.md")[-1][:3] == (2, "agent", "human")
+    # The applied revision still names the client that asked for it.
+    last = history(url, "/AGENTS.md")[-1]
+    assert last[:3] == (2, "agent", "human")
+    assert last[3].startswith("mcp (memagent-tests 1.2.3, queued as proposal #"), last
 
 
 def test_queue_refuses_a_stale_base_too(url: str) -> None:

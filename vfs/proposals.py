@@ -52,6 +52,11 @@ def _aware(dt: datetime) -> datetime:
     return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
 
 
+# The ``model`` of a run that holds one write an MCP client queued for review
+# (``memagent mcp serve --approval queue``), followed by the client's name and version.
+QUEUED_BY = "mcp: "
+
+
 def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -67,6 +72,7 @@ class Run:
     threads: list[str]
     proposals: int
     holder: str
+    model: str = ""  # the model of a reflection run; ``QUEUED_BY`` + client for an MCP client's queued write
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,7 @@ class Busy(Exception):
 def _run(row: Any) -> Run:
     return Run(row.id, row.agent, row.status, _aware(row.started_at),
                _aware(row.finished_at) if row.finished_at else None, row.upto_message,
-               list(row.threads or []), row.proposals, row.holder)
+               list(row.threads or []), row.proposals, row.holder, row.model or "")
 
 
 def _proposal(row: Any) -> Proposal:
@@ -239,6 +245,11 @@ class ProposalStore:
                 reflection_runs.c.agent == agent, reflection_runs.c.status.in_(("done", "empty")),
                 reflection_runs.c.upto_message.is_not(None),
             ).order_by(reflection_runs.c.id.desc()).limit(1)).first()
+        return _run(row) if row is not None else None
+
+    def run(self, run_id: int) -> Run | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(reflection_runs).where(reflection_runs.c.id == run_id)).first()
         return _run(row) if row is not None else None
 
     def runs(self, agent: str, limit: int = 20) -> list[Run]:

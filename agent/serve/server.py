@@ -46,7 +46,7 @@ from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome
 from memagent.agent.tools.history import HistoryTools
 from memagent.agent.tools.search import SearchTools
 from memagent.vfs.errors import NotFound, VfsError
-from memagent.vfs.proposals import Busy, NewProposal, ProposalStore
+from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.types import Origin, PendingChange
 
@@ -126,7 +126,7 @@ class Session:
         assert self.queue is not None
         agent = self.view.agent
         try:
-            run = self.queue.start_run(agent, model=f"mcp: {self.client}"[:100], wait=QUEUE_WAIT)
+            run = self.queue.start_run(agent, model=f"{QUEUED_BY}{self.client}"[:100], wait=QUEUE_WAIT)
         except Busy:
             raise VfsError(f"the review queue of agent {agent!r} is busy (a reflect run holds it); nothing was "
                            "queued: try the same call again in a minute") from None
