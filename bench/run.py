@@ -41,6 +41,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench import floors
 from bench.corpus import COMMON, RARE, REGEX, REGEX_NO_LITERAL, Corpus, generate
 from bench.startup import keep_section
 from memagent.vfs import SqlStore, open_store
@@ -194,13 +195,14 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
         return r
 
     t = time.perf_counter()
-    store.bulk_write(SCOPE, corpus.files, author="import", approval="cli", message="bench")
+    with floors.statement_times(store.engine) as by_statement:
+        store.bulk_write(SCOPE, corpus.files, author="import", approval="cli", message="bench")
     spent = time.perf_counter() - t
     mb = corpus.total_bytes / 1e6
     r = row("bulk load (validated, one transaction)")
     r.store[backend] = [spent]
     r.note = (f"{len(corpus.files):,} files, {mb:.1f} MB; validation {validator.spent:.1f} s "
-              "of it (one run)")
+              f"of it (one run); {backend} statements: {floors.summary(dict(by_statement))}")
     if backend == "postgres":
         # What autovacuum would have done by the time anyone searches: planner statistics.
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -594,7 +596,10 @@ def main(argv: list[str] | None = None) -> int:
                             fn = calls[(size, backend)].get(mrow)
                             if (msize, mbackend) == (size, backend) and fn is not None and not any(
                                     k.startswith(key) for k in misses_profiled):
-                                misses_profiled.append(f"{key}\n\n```\n{profile(fn)}\n```")
+                                found = f"{key}\n\n```\n{profile(fn)}\n```"
+                                if mrow.startswith(("write_file", "edit_file")):
+                                    found += "\n\n```\n" + _floor(url, corpus) + "\n```"
+                                misses_profiled.append(found)
             if peer_names and size <= 10_000:
                 bench_peers(rows, peer_names, corpus, root, work, size, args)
             results[size] = rows
@@ -611,6 +616,15 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(_keep_marked(old, keep_section(old, doc)), encoding="utf-8")
         print(f"\n(written to {args.out})", file=sys.stderr)
     return 0
+
+
+def _floor(url: str, corpus: Corpus) -> str:
+    """The write's bare UPDATE with and without its index upkeep (bench/floors.py)."""
+    store = open_store(url)
+    try:
+        return floors.write_floor(store.engine, SCOPE, READ_PATH, corpus.files[READ_PATH])
+    finally:
+        store.close()
 
 
 def bench_peers(rows: dict[str, Row], peer_names: list[str], corpus: Corpus, root: Path, work: Path,
@@ -714,7 +728,11 @@ def render(results: dict[int, dict[str, Row]], backends: list[str], facts: list[
     out += ["## Targets", "", verdict_table, ""]
     if profiles:
         out += ["## Profiles (cProfile, 3 calls, top functions by own time)", "",
-                "Every operation that missed a target, and every row over 3× its baseline.", ""]
+                "Every operation that missed a target, and every row over 3× its baseline. For a "
+                "missed write, the write's bare `UPDATE` with and without its index upkeep "
+                "(`bench/floors.py`; SQLite: triggers dropped inside rolled-back transactions; "
+                "Postgres: `EXPLAIN ANALYZE`) shows how much of it is the database re-indexing the "
+                "text. A bulk load's note sums its time per statement.", ""]
         for p in profiles:
             out += [f"### {p}", ""]
     return "\n".join(out) + "\n"
