@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import paths
@@ -52,6 +52,9 @@ def check_message(shown: str, message: str) -> None:
         raise ValidationFailed(shown, problems)
 
 
+_STATE_COLUMNS = ("content", "size", "sha256", "deleted", "updated_at")
+
+
 def _state(content: str | None, at: datetime) -> dict[str, Any]:
     """The ``files`` columns that describe ``content`` (None = a tombstone)."""
     return {
@@ -68,6 +71,19 @@ def origin_columns(origin: Origin | None, author: Author) -> dict[str, Any]:
     o = origin or Origin.default_for(author)
     return {"origin": o.kind, "origin_thread": o.thread, "origin_turn": o.turn, "origin_run": o.run,
             "origin_detail": o.detail[:500] or None}
+
+
+# The two statements of every overwrite and edit, built once: constructing a Core
+# statement costs more than SQLite takes to run it (bind names prefixed ``w_`` where
+# they would clash with a column set in ``values``).
+_UPDATE_LIVE = (
+    update(files)
+    .where(files.c.scope == bindparam("w_scope"), files.c.path == bindparam("w_path"),
+           files.c.version == bindparam("w_expected"), files.c.deleted.is_(False))
+    .values(version=files.c.version + 1, **{c: bindparam(c) for c in _STATE_COLUMNS})
+    .returning(files.c.id, files.c.version)
+)
+_INSERT_REVISION = insert(revisions)
 
 
 def stale(shown: str, expected: int, current: int | None, live: bool) -> StaleVersion:
@@ -131,13 +147,8 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
     at = now()
     state = _state(content, at)
     if expected:
-        row = conn.execute(
-            update(files)
-            .where(files.c.scope == scope, files.c.path == path, files.c.version == expected,
-                   files.c.deleted.is_(False))
-            .values(version=files.c.version + 1, **state)
-            .returning(files.c.id, files.c.version)
-        ).first()
+        row = conn.execute(_UPDATE_LIVE, {"w_scope": scope, "w_path": path, "w_expected": expected,
+                                          **state}).first()
         if row is None:
             current = conn.execute(
                 select(files.c.version, files.c.deleted).where(files.c.scope == scope, files.c.path == path)
@@ -164,13 +175,11 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
                     f"{shown} was created by someone else while you were writing it; "
                     "read it and re-apply your change"
                 ) from None
-    conn.execute(
-        insert(revisions).values(
-            file_id=row.id, version=row.version, author=author, approval=approval, message=message,
-            content=content, deleted=content is None, size=state["size"], created_at=at,
-            **origin_columns(origin, author),
-        )
-    )
+    conn.execute(_INSERT_REVISION, {
+        "file_id": row.id, "version": row.version, "author": author, "approval": approval, "message": message,
+        "content": content, "deleted": content is None, "size": state["size"], "created_at": at,
+        **origin_columns(origin, author),
+    })
     log.debug("%s %s: version %d by %s (%s)", scope, path, row.version, author, approval)
     return int(row.version)
 
