@@ -229,15 +229,19 @@ def _sqlite_two_stage(conn: Connection, scopes: Sequence[str], match: str, k: in
     score = {r.rowid: r.score for r in top}
     placeholders, params = _in_scopes(scopes)
     ids = ", ".join(str(int(i)) for i in score)
-    rows = conn.execute(text(f"SELECT id, scope, path, version FROM files WHERE id IN ({ids}) "
-                             f"AND scope IN ({placeholders}) AND deleted = 0"), params).all()
+    # The text only of the k kept (for their snippets): reading n files' text cost more.
+    # With k or fewer in the top, one query reads everything.
+    few = len(top) <= k
+    rows = conn.execute(text(f"SELECT id, scope, path, version{', content' if few else ''} FROM files "
+                             f"WHERE id IN ({ids}) AND scope IN ({placeholders}) AND deleted = 0"), params).all()
     if len(rows) < k and len(top) == n:
         return None
     found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
-    # The text only of the k kept (for their snippets): reading n files' text cost more.
-    kept = ", ".join(str(int(r.id)) for r in found)
-    content = {r.id: r.content for r in conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({kept})"))} \
-        if found else {}
+    if few:
+        content = {r.id: r.content for r in found}
+    else:
+        kept = ", ".join(str(int(r.id)) for r in found)
+        content = {r.id: r.content for r in conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({kept})"))}
     return [_Row(r.scope, r.path, r.version, content[r.id], score[r.id]) for r in found]
 
 
