@@ -528,9 +528,9 @@ class Linear:
         """Where the first match at or after ``pos`` in UTF-8 ``data`` starts; -1: none."""
         if self.compiled is None:
             return -1
-        raw = getattr(self.compiled, "_regexp", None)
+        raw: Any = getattr(self.compiled, "_regexp", None)
         anchor = _unanchored() if raw is not None else None
-        if anchor is not None:
+        if raw is not None and anchor is not None:
             # The wrapper's search() costs several times the match itself on short
             # texts (it builds a match object in Python); RE2's object answers directly.
             return int(raw.Match(anchor, data, pos, len(data))[0][0])
