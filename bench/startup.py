@@ -13,7 +13,10 @@ Invariants:
 - ``chat`` is "ready for input" when its prompt has been written: on a pipe (plain
   UI) and in a pseudo-terminal (prompt_toolkit + rich). The API key is a dummy and
   the base URL unreachable; no request is made before a message is sent.
-- Targets: ``fs`` commands <= 0.3 s wall, ``chat`` ready <= 0.6 s wall (median).
+- Targets: ``fs`` commands <= 0.3 s wall, ``chat`` ready <= 0.6 s wall (median), as set
+  on the issue's machine; the table also scales them by this machine's ``python -c
+  pass`` over that machine's (``ISSUE_PASS``), and shows each command's time above
+  the ``import sqlalchemy`` floor (memagent's own share).
 - Everything happens in a temporary ``MEMAGENT_HOME``; the database is created and
   migrated before the first round, so the rounds measure a warm start.
 """
@@ -39,6 +42,10 @@ from typing import Any
 MEMAGENT = str(Path(sys.executable).with_name("memagent"))
 FS_TARGET = 0.3
 CHAT_TARGET = 0.6
+# ``python -c pass`` on the machine where issue 15 set the targets: `fs cat` took
+# 0.53 s there, 22x ``python -c pass``. Targets scaled by this machine's
+# ``python -c pass`` over that one say what the same targets ask of this machine.
+ISSUE_PASS = 0.53 / 22
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
 BEGIN = "<!-- startup:begin -->"
 END = "<!-- startup:end -->"
@@ -184,21 +191,30 @@ def table(rows: list[tuple[str, str, Sample]], rounds: int, load: str) -> str:
         f"rounds after one warm-up; load average at the end {load}; {platform.python_implementation()} "
         f"{platform.python_version()}, {os.cpu_count()} logical cores.",
         "",
-        "| command | wall median s | wall min s | CPU median s | ÷ python -c pass | target | met |",
-        "|---|---|---|---|---|---|---|",
+        "| command | wall median s | wall min s | CPU median s | ÷ python -c pass | above the floor s "
+        "| target | met | target scaled to this machine | met (scaled) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    floor = statistics.median(next(s for _, k, s in rows if k == "floor").wall)
+    scale = base / ISSUE_PASS
     for name, kind, s in rows:
         wall = statistics.median(s.wall)
         target = FS_TARGET if kind == "fs" else CHAT_TARGET if kind == "chat" else None
         met = "" if target is None else ("yes" if wall <= target else "no")
+        scaled = "" if target is None else f"≤ {target * scale:.2f} s"
+        met_scaled = "" if target is None else ("yes" if wall <= target * scale else "no")
+        above = "" if kind in ("baseline", "floor") else f"{wall - floor:+.3f}"
         lines.append(f"| {name} | {wall:.3f} | {min(s.wall):.3f} | {statistics.median(s.cpu):.3f} | "
-                     f"{wall / base:.1f}× | {'≤ ' + str(target) + ' s' if target else ''} | {met} |")
-    floor = statistics.median(next(s for _, k, s in rows if k == "floor").wall)
+                     f"{wall / base:.1f}× | {above} | {'≤ ' + str(target) + ' s' if target else ''} | {met} | "
+                     f"{scaled} | {met_scaled} |")
+    lines += ["", f"`python -c pass` takes {base:.3f} s here against {ISSUE_PASS:.3f} s on the machine issue 15 "
+                  f"measured (`fs cat` 0.53 s = 22×), so this machine is {scale:.1f}× slower at starting Python; "
+                  "the scaled targets are the issue's targets times that."]
     if floor > FS_TARGET:
         lines += ["", f"On this machine `import sqlalchemy` alone, which every command that opens the store "
                       f"needs, takes {floor:.2f} s (median), more than the {FS_TARGET} s target, so the targets "
-                      "in seconds cannot be met here; compare the ratios to `python -c pass` (issue 15 measured "
-                      "`fs cat` at 22× before this work; 0.3 s was about 12.5× on that machine)."]
+                      "in seconds cannot be met here. \"above the floor\" is what memagent adds to it: its own "
+                      "imports (click, the store, the command), opening the database and doing the work."]
     return "\n".join(lines)
 
 
