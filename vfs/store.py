@@ -28,6 +28,7 @@ and Postgres alike. Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -39,11 +40,12 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    TextClause,
     and_,
     func,
     insert,
     select,
-    union_all,
+    text,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -60,7 +62,7 @@ from memagent.vfs.errors import (
     VfsError,
 )
 from memagent.vfs.globbing import glob_matcher, literal_prefix
-from memagent.vfs.models import agents, dirs, files, revisions
+from memagent.vfs.models import agents, files, revisions
 from memagent.vfs.revisions import append, guard_new_file, has_children, now, prefix_range, stale
 from memagent.vfs.search import DEFAULT_LIMIT, scan, scan_plain
 from memagent.vfs.types import (
@@ -363,12 +365,8 @@ class SqlStore:
         with self._read() as conn:
             # The child directories and their file counts: one range of the dirs index
             # (migration 0006), however many files lie below.
-            subdirs = conn.execute(
-                select(dirs.c.path, dirs.c.files).where(
-                    dirs.c.scope == scope, dirs.c.depth == prefix.count("/"), dirs.c.path >= lo,
-                    dirs.c.path < hi,
-                )
-            ).all()
+            subdirs = conn.execute(_LS_DIRS, {"scope": scope, "depth": prefix.count("/"), "lo": lo,
+                                              "hi": hi}).all()
             out = [Entry(p[cut:], True, int(n)) for p, n in subdirs]
             # The files directly here lie in the gaps between the child directories'
             # ranges: read those ranges of the listing index only.
@@ -378,11 +376,12 @@ class SqlStore:
                 start = below[:-1] + "0"  # "0" follows "/": past every path below
             gaps.append((start, hi))
             for i in range(0, len(gaps), _GAPS_PER_QUERY):
-                out += [Entry(p[cut:], False, int(size)) for p, size in conn.execute(union_all(*(
-                    select(files.c.path, files.c.size).where(
-                        files.c.scope == scope, files.c.path >= g_lo, files.c.path < g_hi,
-                        files.c.deleted.is_(False))
-                    for g_lo, g_hi in gaps[i : i + _GAPS_PER_QUERY])))]
+                chunk = gaps[i : i + _GAPS_PER_QUERY]
+                args: dict[str, Any] = {"scope": scope, "live": False}
+                for j, (g_lo, g_hi) in enumerate(chunk):
+                    args[f"lo{j}"], args[f"hi{j}"] = g_lo, g_hi
+                out += [Entry(p[cut:], False, int(size))
+                        for p, size in conn.execute(_ls_files_query(len(chunk)), args)]
             if not out and path != "/":
                 row = conn.execute(
                     select(files.c.size).where(
@@ -764,6 +763,19 @@ _HEAD_SQL_PG = "SELECT content, version, deleted FROM files WHERE scope = %s AND
 # Ranges per ls query for the files between a directory's subdirectories (SQLite
 # allows 500 terms in a compound SELECT).
 _GAPS_PER_QUERY = 200
+
+# ls's two queries as SQL text: building them as Core statements on every call cost
+# more than running them (the text is compiled once per shape and cached).
+_LS_DIRS = text("SELECT path, files FROM dirs WHERE scope = :scope AND depth = :depth "
+                "AND path >= :lo AND path < :hi")
+
+
+@functools.lru_cache(maxsize=64)
+def _ls_files_query(ranges: int) -> TextClause:
+    """The live files in ``ranges`` ranges of paths (bounds ``lo0``/``hi0``...), one UNION ALL."""
+    return text(" UNION ALL ".join(
+        f"SELECT path, size FROM files WHERE scope = :scope AND path >= :lo{i} AND path < :hi{i} "
+        "AND deleted = :live" for i in range(ranges)))
 
 
 def _names_only(mode: str, regex: re.Pattern[str], keep: Any) -> str | None:
