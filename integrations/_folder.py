@@ -55,6 +55,9 @@ class MemoryFolder:
         self.scope = f"agent:{agent}"
         self.adapter = adapter
         self.root = paths.normalize(root)
+        if self.root != "/" and self.root.split("/")[1] in RESERVED:
+            raise InvalidPath(f"root {self.root} lies in a folder memagent reserves for shared memory; "
+                              "choose another folder of the agent")
         self.prefix = prefix.rstrip("/")
         self.approve = approve
 

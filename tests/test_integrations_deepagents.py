@@ -25,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 
 from memagent.integrations.deepagents import MemagentBackend
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.errors import InvalidPath
 from memagent.vfs.types import PendingChange
 from tests.fake_messages_api import FakeMessagesAPI
 
@@ -384,6 +385,8 @@ def test_root_confines_the_backend(store: SqlStore) -> None:
     assert _glob(b, "*.md") == ["/n.md"]
     assert b.read("/AGENTS.md").error == "File '/AGENTS.md' not found"
     assert b.read("/../AGENTS.md").error is not None
+    with pytest.raises(InvalidPath, match="reserves for shared memory"):
+        MemagentBackend(store, "a", root="/user/x")
 
 
 def test_regex_grep_and_ranked_search(ours: MemagentBackend) -> None:
