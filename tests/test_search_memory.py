@@ -269,3 +269,11 @@ def test_bounded_ranking_agrees_with_ranking_every_match(crowded: AgentView, mon
     monkeypatch.setattr(ranking, "PG_CANDIDATES", 100_000)  # every match ranked exactly
     for q in queries:
         assert crowded.search(q, k=10) == bounded[q], q
+
+
+def test_a_search_call_shows_its_query_in_the_chat_line() -> None:
+    from memagent.agent.tools import describe_call
+
+    shown = describe_call("search_memory", {"query": "numbered lists", "k": 3})
+    assert shown == 'search_memory("numbered lists") {"k": 3}'
+    assert describe_call("grep", {"pattern": "tea", "path": "/knowledge"}) == 'grep(tea) {"path": "/knowledge"}'

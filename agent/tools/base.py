@@ -100,8 +100,10 @@ def describe_call(name: str, args: dict[str, Any]) -> str:
     if name.startswith("mcp__"):
         shown = json.dumps(args, ensure_ascii=False)
         return f"{name}({shown[:120] + '…' if len(shown) > 120 else shown})"
-    main = args.get("file_path") or args.get("pattern") or args.get("path") or ""
+    main = args.get("file_path") or args.get("pattern") or args.get("query") or args.get("path") or ""
+    if name == "search_memory" and main:
+        main = json.dumps(str(main)[:80], ensure_ascii=False)  # a query reads as a quoted phrase
     extra = {k: v for k, v in args.items() if k not in ("file_path", "content", "old_string",
-                                                         "new_string", "pattern") and v}
+                                                         "new_string", "pattern", "query") and v}
     tail = " " + json.dumps(extra, ensure_ascii=False) if extra else ""
     return f"{name}({main}){tail}"
