@@ -201,8 +201,9 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
     mb = corpus.total_bytes / 1e6
     r = row("bulk load (validated, one transaction)")
     r.store[backend] = [spent]
-    r.note = (f"{len(corpus.files):,} files, {mb:.1f} MB; validation {validator.spent:.1f} s "
-              f"of it (one run); {backend} statements: {floors.summary(dict(by_statement))}")
+    r.note = "; ".join(filter(None, [
+        r.note or f"{len(corpus.files):,} files, {mb:.1f} MB (one run)",
+        f"{backend}: validation {validator.spent:.1f} s, statements {floors.summary(dict(by_statement))}"]))
     if backend == "postgres":
         # What autovacuum would have done by the time anyone searches: planner statistics.
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
