@@ -477,6 +477,19 @@ def assert_same_as_reference(text: str) -> None:
         slow = [m.span() for m in rule.regex.finditer(text)]
         assert fast == slow, rule.what
     assert scan_secrets(text) == scanner._scan_reference(text)
+    # The RE2 pre-check that skips the scan may only say "no anchor" when there is none.
+    if scanner._no_anchor(text):
+        assert not any(candidates.starts(rule) for rule in scanner._RULES)
+
+
+def test_the_anchor_pre_check_sees_case_folded_and_odd_text() -> None:
+    body = "Zq8" * 12
+    for text in (f"SECRET={body}", f"\u017fecret = '{body}'", f"PASSWORD: {body}", f"\u0130ndex token={body}",
+                 f"TOKEN=\u212a{body}", f"api_key=\ud800{body}", "plain prose about the weather\n" * 50):
+        assert_same_as_reference(text)
+    assert scanner._no_anchor("plain prose about the weather")
+    assert not scanner._no_anchor("the ſecret handshake")  # (?i) matches U+017F as s: let the scan decide
+    assert not scanner._no_anchor("a lone \ud800 surrogate")  # RE2 cannot encode it: the full scan runs
 
 
 # Text that sits right next to the anchors: near-misses, neighbours that make or

@@ -53,7 +53,8 @@ import re
 import string
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from functools import cache
+from typing import Any, NamedTuple
 
 from .base import LineIndex, Problem
 
@@ -591,7 +592,44 @@ def _findings(content: str, matches: Iterable[tuple[_Rule, Iterable[re.Match[str
     return sorted(found)
 
 
+@cache
+def _anchor_finders() -> tuple[Any, Any] | None:
+    """Two RE2 alternations, of every case-sensitive anchor literal and of every folded
+    one (None without RE2). Every rule is tried only where one of its anchors occurs
+    (``_Candidates``), so a text in which neither finds anything has no finding; RE2
+    answers that in one linear pass (~0.02 ms for 4.7 KB), where the anchor groups
+    take ~0.25 ms in Python's ``re``. Built on first use, like RE2's import."""
+    try:
+        import re2
+    except ImportError:  # pragma: no cover - a declared dependency; the scan is exact without it
+        return None
+    options = re2.Options()
+    options.log_errors = False
+    literals = {(anchor.folded, anchor.literal) for rule in _RULES for anchor in rule.anchors}
+
+    def alternation(folded: bool) -> Any:
+        return re2.compile("|".join(sorted(re2.escape(lit) for f, lit in literals if f is folded)), options)
+
+    return alternation(False), alternation(True)
+
+
+def _no_anchor(text: str) -> bool:
+    """True when no rule's anchor occurs in ``text`` (so nothing can be found); False
+    when one may, or when this cannot be decided quickly (no RE2, a lone surrogate)."""
+    finders = _anchor_finders()
+    if finders is None:
+        return False
+    raw, folded = finders
+    try:
+        # Folded anchors are lower-case ASCII, searched in _fold(text) as _Candidates does.
+        return raw.search(text) is None and folded.search(_fold(text)) is None
+    except Exception:  # noqa: BLE001 - e.g. a lone surrogate RE2 cannot encode: the full scan decides
+        return False
+
+
 def _find(content: str) -> list[tuple[int, str]]:
+    if _no_anchor(content):
+        return []
     candidates = _Candidates(content)
     return _findings(
         content,
