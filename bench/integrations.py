@@ -40,12 +40,11 @@ from langgraph.store.memory import InMemoryStore
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench import sections
 from bench.corpus import COMMON, RARE, REGEX, generate
 from memagent.integrations.deepagents import MemagentBackend
 from memagent.vfs import open_store
 
-BEGIN = "<!-- integrations:begin -->"
-END = "<!-- integrations:end -->"
 Call = Callable[[BackendProtocol], Any]
 # A median and the number of samples behind it; None: the backend has no such call.
 Cell = tuple[float, int] | None
@@ -206,14 +205,6 @@ def table(names: list[str], medians: dict[str, dict[str, Cell]], *, size: int, r
     return "\n".join(lines) + "\n"
 
 
-def replace_section(doc: str, section: str) -> str:
-    block = f"{BEGIN}\n{section}{END}"
-    if BEGIN in doc and END in doc:
-        before, _, rest = doc.partition(BEGIN)
-        return before + block + rest.partition(END)[2]
-    return doc.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.integrations", description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=10_000)
@@ -229,9 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                     pg=bool(args.pg), load=load)
     print(section)
     if args.out != "-":
-        out = Path(args.out)
-        doc = out.read_text("utf-8") if out.exists() else "# memagent benchmark results\n"
-        out.write_text(replace_section(doc, section), "utf-8")
+        sections.write(args.out, "integrations", section)
     return 0
 
 

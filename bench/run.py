@@ -41,9 +41,8 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from bench import floors
+from bench import floors, sections
 from bench.corpus import COMMON, RARE, REGEX, REGEX_NO_LITERAL, Corpus, generate
-from bench.startup import keep_section
 from memagent.vfs import SqlStore, open_store
 
 SCOPE = "agent:bench"
@@ -615,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         # The start-up section is bench/startup.py's: keep it.
         old = out.read_text("utf-8") if out.exists() else ""
-        out.write_text(_keep_marked(old, keep_section(old, doc)), encoding="utf-8")
+        out.write_text(sections.keep(old, doc), encoding="utf-8")
         print(f"\n(written to {args.out})", file=sys.stderr)
     return 0
 
@@ -670,17 +669,6 @@ def bench_peers(rows: dict[str, Row], peer_names: list[str], corpus: Corpus, roo
             for name, problem in notes.items():
                 if name in rows:
                     rows[name].problems.append(problem)
-
-
-def _keep_marked(old_doc: str, new_doc: str) -> str:
-    """Carry every other tool's ``<!-- name:begin -->...<!-- name:end -->`` section (e.g.
-    ``python -m bench.integrations``) of ``old_doc`` into ``new_doc`` unchanged."""
-    import re
-
-    for m in re.finditer(r"<!-- ([a-z_-]+):begin -->.*?<!-- \1:end -->", old_doc, re.S):
-        if f"<!-- {m.group(1)}:begin -->" not in new_doc:
-            new_doc = new_doc.rstrip("\n") + "\n\n" + m.group(0) + "\n"
-    return new_doc
 
 
 def _extra_flags(args: argparse.Namespace) -> str:

@@ -16,7 +16,7 @@ Invariants:
 - Postgres is measured as a fresh import leaves it (no ANALYZE): what a person who
   just imported their files gets, and the state in which a plan that needs
   statistics goes wrong.
-- ``--out FILE`` replaces the search section of FILE (between ``BEGIN`` and ``END``)
+- ``--out FILE`` replaces the search section of FILE (see ``bench/sections.py``)
   and nothing else. Not a test.
 """
 
@@ -39,6 +39,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench import sections
 from bench.corpus import COMMON, RARE, generate
 from memagent.vfs import open_store
 from memagent.vfs.scopes import AgentView
@@ -51,8 +52,6 @@ QUERIES = {
 }
 WRITE = "write (index kept in step)"
 GOAL_MS = 20.0
-BEGIN = "<!-- search_memory:begin -->"
-END = "<!-- search_memory:end -->"
 
 
 @dataclass
@@ -150,15 +149,6 @@ def table(rows: list[Row], args: argparse.Namespace, load: tuple[str, str]) -> s
     return "\n".join(lines) + "\n"
 
 
-def replace_section(doc: str, section: str) -> str:
-    """``doc`` with its search_memory section replaced by ``section`` (or appended)."""
-    block = f"{BEGIN}\n## search_memory (10,000 files)\n\n{section}{END}"
-    if BEGIN in doc and END in doc:
-        head, _, rest = doc.partition(BEGIN)
-        return head + block + rest.partition(END)[2]
-    return doc.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -196,9 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     section = table(rows, args, (start_load, _load()))
     print(section)
     if args.out != "-":
-        out = Path(args.out)
-        doc = out.read_text("utf-8") if out.exists() else "# memagent benchmark results\n"
-        out.write_text(replace_section(doc, section), "utf-8")
+        sections.write(args.out, "search_memory", f"## search_memory (10,000 files)\n\n{section}")
     return 0
 
 

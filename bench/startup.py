@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import sections
+
 MEMAGENT = str(Path(sys.executable).with_name("memagent"))
 FS_TARGET = 0.3
 CHAT_TARGET = 0.6
@@ -47,8 +49,6 @@ CHAT_TARGET = 0.6
 # ``python -c pass`` over that one say what the same targets ask of this machine.
 ISSUE_PASS = 0.53 / 22
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
-BEGIN = "<!-- startup:begin -->"
-END = "<!-- startup:end -->"
 
 
 @dataclass
@@ -218,24 +218,6 @@ def table(rows: list[tuple[str, str, Sample]], rounds: int, load: str) -> str:
     return "\n".join(lines)
 
 
-def replace_section(doc: str, section: str) -> str:
-    """``doc`` with its start-up section (between the markers) replaced or appended."""
-    block = f"{BEGIN}\n## Start-up\n\n{section}\n{END}"
-    if BEGIN in doc and END in doc:
-        head, _, rest = doc.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        return head + block + tail
-    return doc.rstrip("\n") + "\n\n" + block + "\n"
-
-
-def keep_section(old_doc: str, new_doc: str) -> str:
-    """For ``bench/run.py``: carry the start-up section of ``old_doc`` into ``new_doc``."""
-    if BEGIN not in old_doc or END not in old_doc:
-        return new_doc
-    section = old_doc.partition(BEGIN)[2].partition(END)[0]
-    return new_doc.rstrip("\n") + "\n\n" + BEGIN + section + END + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -249,9 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     section = table(rows, args.rounds, load)
     print(section)
     if args.out != "-":
-        out = Path(args.out)
-        doc = out.read_text("utf-8") if out.exists() else "# memagent benchmark results\n"
-        out.write_text(replace_section(doc, section), "utf-8")
+        sections.write(args.out, "startup", f"## Start-up\n\n{section}\n")
     return 0
 
 
