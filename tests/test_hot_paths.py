@@ -67,17 +67,16 @@ def test_exact_literal() -> None:
         assert exact_literal(re.compile(pattern, flags)) is None
 
 
-def test_postgres_connection_closed_while_idle_is_replaced(backend_url: str, monkeypatch: pytest.MonkeyPatch
+def test_postgres_connection_closed_while_idle_is_replaced(fresh_pg_url: str, monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
-    if not backend_url.startswith("postgresql"):
-        pytest.skip("Postgres pool only")
+    # Postgres only: SQLite has no server to drop the pool's connections.
     from memagent.vfs import open_store
 
     monkeypatch.setattr(db, "PING_AFTER_IDLE", 0.0)
-    store = open_store(backend_url)
+    store = open_store(fresh_pg_url)
     store.create_agent("a")
     store.write(S, "/f.md", "hello\n")
-    admin = db.create(backend_url)
+    admin = db.create(fresh_pg_url)
     with admin.connect() as conn:  # every pooled connection of the store's, server-side
         conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                           "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
