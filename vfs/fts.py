@@ -8,6 +8,8 @@ answer always comes from ``search.scan`` on the candidates' real content.
 - SQLite: ``files_fts`` (FTS5, trigram tokenizer, ``detail=none``, case folded by
   its own Unicode rules). A needle becomes the AND of its trigrams: text that
   contains the needle contains each trigram, folded identically on both sides.
+  Rows whose index entries are not merged yet (``fts_pending``, migration 0008)
+  are always candidates: the index may still hold an older text for them.
   Case-sensitive needles may use any character (equal code points fold equally);
   case-insensitive ones only their safe runs (ASCII, not i/k/s), whose Python
   case partners are exactly the ASCII ones every folding agrees on.
@@ -46,6 +48,7 @@ from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 MAX_TRIGRAMS_PER_NEEDLE = 6
 
 _fts = table("files_fts", column("rowid"))
+_pending = table("fts_pending", column("id"))
 
 
 @dataclass(frozen=True)
@@ -54,16 +57,16 @@ class Features:
 
     dialect: str
     sqlite_fts: bool = False
+    sqlite_pending: bool = False  # fts_pending (0008): rows the FTS5 indexes lag behind
     pg_trgm: bool = False
 
 
 def detect(conn: Connection) -> Features:
     name = conn.dialect.name
     if name == "sqlite":
-        found = conn.execute(
-            text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files_fts'")
-        ).first()
-        return Features(name, sqlite_fts=found is not None)
+        have = set(conn.scalars(text(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('files_fts', 'fts_pending')")))
+        return Features(name, sqlite_fts="files_fts" in have, sqlite_pending="fts_pending" in have)
     if name == "postgresql":
         found = conn.execute(
             text(
@@ -126,9 +129,11 @@ def candidates(features: Features, req: Req | None) -> ColumnElement[bool] | Non
         return None
     if features.sqlite_fts:
         query: BindParameter[str] = bindparam(None, fts5_query(req))
-        return files.c.id.in_(
-            select(_fts.c.rowid).where(literal_column("files_fts").op("MATCH")(query))
-        )
+        matched = select(_fts.c.rowid).where(literal_column("files_fts").op("MATCH")(query))
+        if features.sqlite_pending:
+            # One IN over a UNION: SQLite builds it once and probes files by id.
+            return files.c.id.in_(matched.union_all(select(_pending.c.id)))
+        return files.c.id.in_(matched)
     if features.pg_trgm:
         return _pg_condition(req)
     return None

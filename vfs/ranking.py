@@ -7,8 +7,10 @@ Invariants:
 - The index is the database's (migration 0005): SQLite FTS5 ``files_search``
   ranked with ``bm25`` (path words weigh ``PATH_WEIGHT`` times content words);
   Postgres ``files.search_doc`` (a generated ``tsvector``) ranked with ``ts_rank``.
-  Both are kept in step with ``files`` inside the writing transaction, so a
-  committed write, edit, move, delete or revert is searchable (or gone) at once.
+  A write only notes its change for them (SQLite ``fts_pending``, Postgres GIN
+  pending lists); ``SqlStore.search`` merges what is noted before it ranks
+  (``vfs/pending.py``), so a committed write, edit, move, delete or revert is
+  searchable (or gone) at once.
 - The person's or model's text never reaches a query language: it is cut to
   ``MAX_QUERY_CHARS``, split into at most ``MAX_TERMS`` words (letters and digits,
   each at most ``MAX_TERM_CHARS``), and each word is quoted (FTS5) or passed as a

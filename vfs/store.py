@@ -63,6 +63,7 @@ from memagent.vfs.errors import (
 )
 from memagent.vfs.globbing import glob_matcher, literal_prefix
 from memagent.vfs.models import agents, files, revisions
+from memagent.vfs.pending import PendingLists
 from memagent.vfs.revisions import append, guard_new_file, has_children, now, prefix_range, stale
 from memagent.vfs.search import DEFAULT_LIMIT, scan, scan_plain
 from memagent.vfs.types import (
@@ -183,9 +184,12 @@ class SqlStore:
         self._search_features: Features | None = None
         # Ranked search (search_memory); see vfs/ranking.py.
         self._ranker: ranking.Ranker = ranking.FullTextRanker()
+        # The full-text indexes' pending entries, merged after writes (vfs/pending.py).
+        self._pending = PendingLists(engine)
 
     def close(self) -> None:
         """Close the store's database connections (the store may not be used after)."""
+        self._pending.close()
         self.engine.dispose()
 
     def __enter__(self) -> SqlStore:
@@ -563,6 +567,9 @@ class SqlStore:
     def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
                ranker: ranking.Ranker | None = None) -> list[ranking.Ranked]:
         """Live files of ``scopes`` ranked by relevance to ``query`` (see ``vfs/ranking.py``)."""
+        # The ranking reads the full-text index: what it has not merged yet it would miss
+        # (SQLite) or scan in every lookup (Postgres).
+        self._pending.flush(search_only=True)
         with self._read(transaction=True) as conn:
             return (ranker or self._ranker).rank(conn, scopes, query, k)
 
