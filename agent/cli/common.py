@@ -52,6 +52,13 @@ class Ctx:
     def store(self) -> SqlStore:
         return self.open(create=True)
 
+    def close(self) -> None:
+        """Close the store if a command opened it: its pending index work is merged
+        (``vfs/pending.py``) and its connections closed before the process ends."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
     @property
     def existing_store(self) -> SqlStore:
         return self.open(create=False)

@@ -73,6 +73,7 @@ def configure_logging() -> None:
 def main(ctx: click.Context, db: str | None, agent: str | None) -> None:
     configure_logging()
     ctx.obj = Ctx(db, agent)
+    ctx.call_on_close(ctx.obj.close)
 
 
 if __name__ == "__main__":
