@@ -6,10 +6,13 @@ cProfile sees a write's database work as one opaque call (``fetchone`` of the
 - ``statement_times``: a context manager that sums wall time per SQL statement kind
   (its first words) on an engine, for the bulk-load row's note.
 - ``write_floor``: the same 4 KB ``UPDATE`` of one file, in transactions that are
-  rolled back, with every trigger and with the full-text triggers dropped inside
-  the transaction (SQLite: DDL is transactional, so nothing changes); on Postgres
-  ``EXPLAIN (ANALYZE)`` of it, which names the time spent in triggers and the rest
-  (the generated ``tsvector`` and the GIN indexes are part of the update itself).
+  rolled back (DDL is transactional on both, so nothing changes): on SQLite with
+  every trigger, without the one recording it in ``fts_pending``, and the merge
+  of that row into the FTS5 indexes that follows in the background; on Postgres
+  the GIN indexes and then the generated ``tsvector`` column are what is dropped
+  (they are part of the update itself, not triggers), plus ``EXPLAIN (ANALYZE)``.
+- ``pg_document_seconds``: how long building every file's ``tsvector`` takes, the
+  part of a Postgres bulk load's INSERT that is English word splitting.
 
 Invariant: nothing here changes the database (every measured statement is rolled back).
 """
@@ -62,32 +65,91 @@ def write_floor(engine: Engine, scope: str, path: str, content: str, rounds: int
                   "WHERE scope = :s AND path = :p")
     args = {"c": content, "n": len(content.encode("utf-8")), "s": scope, "p": path}
     if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            trans = conn.begin()
-            plan = conn.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + update.text), args).scalars().all()
-            trans.rollback()
-        return "EXPLAIN (ANALYZE, BUFFERS) of the write's UPDATE (rolled back):\n" + "\n".join(plan)
+        return _pg_write_floor(engine, update, args, content, rounds)
 
-    def timed(drop: list[str]) -> float:
+    from memagent.vfs.pending import SQLITE_MERGE
+
+    with engine.connect() as conn:
+        names = set(conn.scalars(text("SELECT name FROM sqlite_master")))
+    pending = sorted(n for n in names if n.startswith("files_index_pending_"))
+    merge = [sql for index, sqls in SQLITE_MERGE.items() if index in names for sql in sqls]
+    merge.append("DELETE FROM fts_pending")
+
+    def timed(drop: list[str], *, merged: bool = False) -> float:
+        """The UPDATE's time or, ``merged``, the time of merging it into the FTS5 indexes."""
         xs = []
         with engine.connect() as conn:
             for i in range(rounds):
                 trans = conn.begin()
                 for name in drop:
                     conn.execute(text(f'DROP TRIGGER "{name}"'))
+                if merged:
+                    for sql in merge:  # what others left pending, untimed
+                        conn.execute(text(sql))
+                t = time.perf_counter()
+                conn.execute(update, {**args, "c": f"{content}{i}\n"})
+                if merged:
+                    t = time.perf_counter()
+                    for sql in merge:
+                        conn.execute(text(sql))
+                xs.append(time.perf_counter() - t)
+                trans.rollback()
+        return statistics.median(xs) * 1000
+
+    lines = ["The write's UPDATE alone (median of rolled-back transactions, ms):",
+             f"- with every trigger (directory index, fts_pending record): {timed([]):.3f}",
+             f"- without the fts_pending trigger: {timed(pending):.3f}"]
+    if "fts_pending" in names:
+        lines.append(f"- merging it into both FTS5 indexes afterwards (vfs/pending.py, in the background): "
+                     f"{timed([], merged=True):.3f}")
+    return "\n".join(lines)
+
+
+def _pg_write_floor(engine: Engine, update: Any, args: dict[str, Any], content: str, rounds: int) -> str:
+    """The bare UPDATE with every index, without the GIN indexes, and without the tsvector too.
+
+    Each variant drops what it leaves out inside a transaction that is rolled back
+    (Postgres DDL is transactional), so the database is unchanged.
+    """
+    with engine.connect() as conn:
+        gin = list(conn.scalars(text(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'files' AND indexdef LIKE '% USING gin %'")))
+        plan = conn.execute(text("EXPLAIN (ANALYZE, BUFFERS) " + update.text), args).scalars().all()
+        conn.rollback()
+
+    def timed(ddl: list[str]) -> float:
+        xs = []
+        with engine.connect() as conn:
+            for i in range(rounds):
+                trans = conn.begin()
+                for statement in ddl:
+                    conn.execute(text(statement))
                 t = time.perf_counter()
                 conn.execute(update, {**args, "c": f"{content}{i}\n"})
                 xs.append(time.perf_counter() - t)
                 trans.rollback()
         return statistics.median(xs) * 1000
 
-    with engine.connect() as conn:
-        triggers = list(conn.scalars(text(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files'")))
-    fts = [t for t in triggers if t.startswith(("files_fts", "files_search"))]
-    trigram = [t for t in fts if t.startswith("files_fts")]
+    drop_gin = [f'DROP INDEX "{name}"' for name in gin]
     lines = ["The write's UPDATE alone (median of rolled-back transactions, ms):",
-             f"- with every trigger: {timed([]):.3f}",
-             f"- without the trigram index triggers (files_fts): {timed(trigram):.3f}",
-             f"- without both full-text indexes' triggers: {timed(fts):.3f}"]
+             f"- with every index: {timed([]):.3f}",
+             f"- without the GIN indexes ({', '.join(gin)}): {timed(drop_gin):.3f}",
+             f"- without them and without the generated tsvector: "
+             f"{timed(drop_gin + ['ALTER TABLE files DROP COLUMN search_doc']):.3f}",
+             "", "EXPLAIN (ANALYZE, BUFFERS) of it (rolled back):", *plan]
     return "\n".join(lines)
+
+
+def pg_document_seconds(engine: Engine) -> float:
+    """Seconds Postgres takes to build the full-text document (tsvector) of every file.
+
+    Part of a bulk load's INSERT (the generated column); measured alone here to
+    say how much of it is English word splitting and stemming.
+    """
+    with engine.connect() as conn:
+        t = time.perf_counter()
+        conn.execute(text("SELECT sum(length(memagent_search_doc(path, content)::text)) FROM files"))
+        spent = time.perf_counter() - t
+        conn.rollback()
+    return spent

@@ -204,6 +204,9 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
         r.note or f"{len(corpus.files):,} files, {mb:.1f} MB (one run)",
         f"{backend}: validation {validator.spent:.1f} s, statements {floors.summary(dict(by_statement))}"]))
     if backend == "postgres":
+        # How much of the INSERT is building the tsvector documents (English stemming).
+        r.note += (f"; postgres: building the files' full-text documents alone takes "
+                   f"{floors.pg_document_seconds(store.engine):.1f} s")
         # What autovacuum would have done by the time anyone searches: planner statistics.
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE files"))
