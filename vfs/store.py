@@ -367,25 +367,12 @@ class SqlStore:
         lo, hi = _prefix_range(prefix)
         cut = len(prefix)
         with self._read() as conn:
-            # The child directories and their file counts: one range of the dirs index
-            # (migration 0006), however many files lie below.
-            subdirs = conn.execute(_LS_DIRS, {"scope": scope, "depth": prefix.count("/"), "lo": lo,
-                                              "hi": hi}).all()
-            out = [Entry(p[cut:], True, int(n)) for p, n in subdirs]
-            # The files directly here lie in the gaps between the child directories'
-            # ranges: read those ranges of the listing index only.
-            gaps, start = [], lo
-            for below in sorted(p + "/" for p, _ in subdirs):  # by range, not name: "a.b/" < "a/"
-                gaps.append((start, below))
-                start = below[:-1] + "0"  # "0" follows "/": past every path below
-            gaps.append((start, hi))
-            for i in range(0, len(gaps), _GAPS_PER_QUERY):
-                chunk = gaps[i : i + _GAPS_PER_QUERY]
-                args: dict[str, Any] = {"scope": scope, "live": False}
-                for j, (g_lo, g_hi) in enumerate(chunk):
-                    args[f"lo{j}"], args[f"hi{j}"] = g_lo, g_hi
-                out += [Entry(p[cut:], False, int(size))
-                        for p, size in conn.execute(_ls_files_query(len(chunk)), args)]
+            args = {"scope": scope, "depth": prefix.count("/"), "lo": lo, "hi": hi}
+            if conn.dialect.name == "postgresql":
+                # Both steps of _ls_entries in one statement: one round trip, not two.
+                out = [Entry(p[cut:], bool(is_dir), int(n)) for p, n, is_dir in conn.execute(_LS_PG, args)]
+            else:
+                out = _ls_entries(conn, args, cut)
             if not out and path != "/":
                 row = conn.execute(
                     select(files.c.size).where(
@@ -771,10 +758,54 @@ _HEAD_SQL_PG = "SELECT content, version, deleted FROM files WHERE scope = %s AND
 # allows 500 terms in a compound SELECT).
 _GAPS_PER_QUERY = 200
 
+
+def _ls_entries(conn: Connection, args: dict[str, Any], cut: int) -> list[Entry]:
+    """A folder's entries, unsorted: ``args`` has scope, depth, lo and hi (its range)."""
+    # The child directories and their file counts: one range of the dirs index
+    # (migration 0006), however many files lie below.
+    subdirs = conn.execute(_LS_DIRS, args).all()
+    out = [Entry(p[cut:], True, int(n)) for p, n in subdirs]
+    # The files directly here lie in the gaps between the child directories'
+    # ranges: read those ranges of the listing index only.
+    gaps, start = [], args["lo"]
+    for below in sorted(p + "/" for p, _ in subdirs):  # by range, not name: "a.b/" < "a/"
+        gaps.append((start, below))
+        start = below[:-1] + "0"  # "0" follows "/": past every path below
+    gaps.append((start, args["hi"]))
+    for i in range(0, len(gaps), _GAPS_PER_QUERY):
+        chunk = gaps[i : i + _GAPS_PER_QUERY]
+        query: dict[str, Any] = {"scope": args["scope"], "live": False}
+        for j, (g_lo, g_hi) in enumerate(chunk):
+            query[f"lo{j}"], query[f"hi{j}"] = g_lo, g_hi
+        out += [Entry(p[cut:], False, int(size)) for p, size in conn.execute(_ls_files_query(len(chunk)), query)]
+    return out
+
 # ls's two queries as SQL text: building them as Core statements on every call cost
 # more than running them (the text is compiled once per shape and cached).
 _LS_DIRS = text("SELECT path, files FROM dirs WHERE scope = :scope AND depth = :depth "
                 "AND path >= :lo AND path < :hi")
+
+
+# Postgres: _ls_entries's two steps as one statement. The gaps between the child
+# directories' ranges come from the directories themselves (each gap ends where the
+# next directory's range begins and starts past the previous one's), and each gap
+# is one range of the listing index.
+_LS_PG = text("""
+WITH d AS (
+  SELECT path, files FROM dirs WHERE scope = :scope AND depth = :depth AND path >= :lo AND path < :hi),
+b AS (
+  SELECT (path || '/') COLLATE "C" AS below, (path || '0') COLLATE "C" AS past FROM d),
+g AS (
+  SELECT coalesce(lag(past) OVER (ORDER BY below), CAST(:lo AS text) COLLATE "C") AS g_lo, below AS g_hi FROM b
+  UNION ALL
+  SELECT coalesce((SELECT past FROM b ORDER BY below DESC LIMIT 1), CAST(:lo AS text) COLLATE "C"),
+         CAST(:hi AS text) COLLATE "C")
+SELECT path, files AS n, true AS dir FROM d
+UNION ALL
+SELECT f.path, f.size, false FROM g CROSS JOIN LATERAL (
+  SELECT path, size FROM files
+  WHERE scope = :scope AND path >= g.g_lo AND path < g.g_hi AND deleted = false) AS f
+""")
 
 
 @functools.lru_cache(maxsize=64)
