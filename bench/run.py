@@ -217,6 +217,18 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
         calls[name] = fn
         row(name).store[backend] = interleaved({"store": fn}, n)["store"]
 
+    def round_trip() -> None:
+        raw = store.engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            cur.execute("SELECT 1")
+            cur.fetchone()
+            cur.close()
+        finally:
+            raw.close()
+
+    # The floor under every call: one statement on a pooled connection, no work.
+    simple("database round trip (SELECT 1)", round_trip)
     simple("ls /", lambda: store.ls(SCOPE, "/"))
     simple("ls /people (100 entries)", lambda: store.ls(SCOPE, "/people"))
     simple("read_file 4 KB", lambda: store.read(SCOPE, READ_PATH))
