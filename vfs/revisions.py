@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy import Connection, bindparam, cast, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import paths
@@ -84,6 +84,21 @@ _UPDATE_LIVE = (
     .returning(files.c.id, files.c.version)
 )
 _INSERT_REVISION = insert(revisions)
+
+# Postgres: both as one statement (the UPDATE a CTE the revision INSERT reads), so an
+# overwrite is one round trip, and, being one statement, atomic without BEGIN and
+# COMMIT (``SqlStore.commit`` runs it in autocommit). No row back: the file was not
+# at the expected version, and the revision INSERT inserted nothing either.
+_REVISION_VALUES = ("author", "approval", "message", "content", "deleted", "size", "created_at",
+                    "origin", "origin_thread", "origin_turn", "origin_run", "origin_detail")
+_UPDATED = _UPDATE_LIVE.cte("updated")
+_PG_OVERWRITE = (
+    insert(revisions)
+    .from_select(["file_id", "version", *_REVISION_VALUES], select(
+        _UPDATED.c.id, _UPDATED.c.version,
+        *(cast(bindparam(f"r_{c}"), revisions.c[c].type) for c in _REVISION_VALUES)))
+    .returning(revisions.c.version)
+)
 
 
 def stale(shown: str, expected: int, current: int | None, live: bool) -> StaleVersion:
@@ -146,15 +161,22 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
     check_message(shown, message)
     at = now()
     state = _state(content, at)
+    provenance = origin_columns(origin, author)
+    if expected and conn.dialect.name == "postgresql":
+        revision = {"author": author, "approval": approval, "message": message, "content": content,
+                    "deleted": content is None, "size": state["size"], "created_at": at, **provenance}
+        version = conn.execute(_PG_OVERWRITE, {
+            "w_scope": scope, "w_path": path, "w_expected": expected, **state,
+            **{f"r_{k}": v for k, v in revision.items()}}).scalar()
+        if version is None:
+            raise _stale_now(conn, scope, path, shown, expected)
+        log.debug("%s %s: version %d by %s (%s)", scope, path, version, author, approval)
+        return int(version)
     if expected:
         row = conn.execute(_UPDATE_LIVE, {"w_scope": scope, "w_path": path, "w_expected": expected,
                                           **state}).first()
         if row is None:
-            current = conn.execute(
-                select(files.c.version, files.c.deleted).where(files.c.scope == scope, files.c.path == path)
-            ).first()
-            raise stale(shown, expected, current.version if current else None,
-                        current is not None and not current.deleted)
+            raise _stale_now(conn, scope, path, shown, expected)
     else:
         # Not live: bring a deleted row back (its history continues), else insert.
         row = conn.execute(
@@ -178,10 +200,19 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
     conn.execute(_INSERT_REVISION, {
         "file_id": row.id, "version": row.version, "author": author, "approval": approval, "message": message,
         "content": content, "deleted": content is None, "size": state["size"], "created_at": at,
-        **origin_columns(origin, author),
+        **provenance,
     })
     log.debug("%s %s: version %d by %s (%s)", scope, path, row.version, author, approval)
     return int(row.version)
+
+
+def _stale_now(conn: Connection, scope: str, path: str, shown: str, expected: int) -> StaleVersion:
+    """The refusal of a write over ``expected``, naming the version the file is at now."""
+    current = conn.execute(
+        select(files.c.version, files.c.deleted).where(files.c.scope == scope, files.c.path == path)
+    ).first()
+    return stale(shown, expected, current.version if current else None,
+                 current is not None and not current.deleted)
 
 
 def create_many(conn: Connection, scope: str, new: Sequence[tuple[str, str]], *, author: Author,
