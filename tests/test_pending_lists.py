@@ -23,6 +23,7 @@ it once, at the point that matters).
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -335,4 +336,41 @@ def test_sqlite_migration_0008_down_merges_and_up_replaces_the_triggers(tmp_path
         assert _pending_rows(store) == 1
         assert store.grep(S, "papaya").files == ["/notes/n2.md"]
     finally:
+        store.close()
+
+
+def test_sqlite_read_then_write_transactions_wait_for_other_writers(tmp_path: Path) -> None:
+    """A thread log's transaction reads, then writes. Another connection's commit in
+    between (the merge thread, another process) must make it wait, not fail with
+    "database is locked": it holds the write lock from its start (BEGIN IMMEDIATE)."""
+    from sqlalchemy import select, update
+
+    from memagent.vfs.models import threads
+    from memagent.vfs.threads import ThreadStore
+
+    store = _sqlite(tmp_path)
+    other = db.create(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        log = ThreadStore(store.engine)
+        tid = log.create("a", "m")
+        done: list[str] = []
+
+        def meanwhile() -> None:
+            with other.begin() as conn:
+                conn.execute(update(threads).where(threads.c.id == tid).values(title="theirs"))
+            done.append("theirs")
+
+        with log._small_write() as conn:
+            assert conn.execute(select(threads.c.title).where(threads.c.id == tid)).scalar() == ""
+            writer = threading.Thread(target=meanwhile)
+            writer.start()
+            time.sleep(0.3)  # the other writer commits here if it can
+            conn.execute(update(threads).where(threads.c.id == tid).values(title="mine"))
+            assert done == []  # it waited for this transaction
+        writer.join(10)
+        assert done == ["theirs"]
+        with store.engine.connect() as conn:
+            assert conn.execute(select(threads.c.title).where(threads.c.id == tid)).scalar() == "theirs"
+    finally:
+        other.dispose()
         store.close()

@@ -36,6 +36,7 @@ from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import episodes
+from memagent.vfs.db import WRITE
 from memagent.vfs.errors import VfsError
 from memagent.vfs.models import events, files, messages, thread_summaries, threads
 
@@ -98,8 +99,17 @@ class ThreadStore:
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 yield conn
         else:
-            with self.engine.begin() as conn:
+            with self._sqlite_write() as conn:
                 yield conn
+
+    @contextmanager
+    def _sqlite_write(self) -> Iterator[Connection]:
+        # BEGIN IMMEDIATE: a transaction that reads before it writes must hold the write
+        # lock from the start, or a commit by another connection in between (another
+        # process, the index merge of vfs/pending.py) makes its first write fail at once
+        # with "database is locked" instead of waiting.
+        with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+            yield conn
 
     def create(self, agent: str, model: str) -> str:
         tid = str(uuid.uuid4())
@@ -204,7 +214,7 @@ class ThreadStore:
         return int(last or 0)
 
     def replace_last(self, thread_id: str, message: dict[str, Any]) -> None:
-        with self.engine.begin() as conn:
+        with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
             seq = conn.scalar(select(func.max(messages.c.seq)).where(messages.c.thread_id == thread_id))
             conn.execute(update(messages).where(messages.c.thread_id == thread_id,
                                                 messages.c.seq == seq)
