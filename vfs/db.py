@@ -75,7 +75,7 @@ def _sqlite_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 30})
+    engine = create_engine(url, connect_args={"timeout": 30}, pool_use_lifo=True)  # see create()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -115,7 +115,11 @@ def create(url: str) -> Engine:
             url = parsed.set(drivername="postgresql+psycopg").render_as_string(
                 hide_password=False
             )
-        engine = create_engine(url, connect_args=_pg_args(parsed))
+        # LIFO: the connection used last is used next, so a burst of calls runs on one
+        # connection whose server process has its catalog caches, statement plans and
+        # psycopg's prepared statements warm (FIFO rotated through every pooled one,
+        # each cold: ls took 3 ms instead of 1).
+        engine = create_engine(url, connect_args=_pg_args(parsed), pool_use_lifo=True)
         _ping_when_idle(engine)
         return engine
     except (NoSuchModuleError, ImportError) as exc:
