@@ -181,10 +181,10 @@ class TimedValidator:
 # -- one backend at one size -----------------------------------------------------
 
 
-def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, root: Path,
+def bench_backend(rows: dict[str, Row], backend: str, store: SqlStore, corpus: Corpus, root: Path,
                   reps: int, agent_overhead: bool, turn_threads: int = 0) -> dict[str, Fn]:
-    """Fill ``rows`` for ``backend``; return the store calls (for profiling misses)."""
-    store = open_store(url)
+    """Fill ``rows`` for ``backend``; return the store calls (for profiling misses while
+    the caller keeps ``store`` open: a closed store would profile reconnecting)."""
     validator = TimedValidator(store.validator)
     store.validator = validator
     store.create_agent("bench")
@@ -326,7 +326,6 @@ def bench_backend(rows: dict[str, Row], backend: str, url: str, corpus: Corpus, 
         r.store[backend] = samples
         r.note = (f"prompt + grep tool + thread persistence; the scripted model's own "
                   f"{model_share * 1000:.2f} ms per turn is subtracted{note}")
-    store.close()
     return calls
 
 
@@ -595,9 +594,9 @@ def main(argv: list[str] | None = None) -> int:
                 size_backends = [b for b in args.files_backends.split(",") if b in backends]
             for backend in size_backends:
                 print(f"... {size:,} files on {backend}", file=sys.stderr, flush=True)
-                with database(backend, work, args.pg_url, size) as url:
+                with database(backend, work, args.pg_url, size) as url, open_store(url) as store:
                     calls[(size, backend)] = bench_backend(
-                        rows, backend, url, corpus, root, args.reps, agent_overhead=size == 1000,
+                        rows, backend, store, corpus, root, args.reps, agent_overhead=size == 1000,
                         turn_threads=args.threads if size == 10_000 else 0)
                     target_size = 10_000 if 10_000 in sizes else max(sizes)
                     if size in (target_size, 1000):
