@@ -768,27 +768,6 @@ _HEAD_SQL_PG = "SELECT content, version, deleted FROM files WHERE scope = %s AND
 _GAPS_PER_QUERY = 200
 
 
-def _ls_entries(conn: Connection, args: dict[str, Any], cut: int) -> list[Entry]:
-    """A folder's entries, unsorted: ``args`` has scope, depth, lo and hi (its range)."""
-    # The child directories and their file counts: one range of the dirs index
-    # (migration 0006), however many files lie below.
-    subdirs = conn.execute(_LS_DIRS, args).all()
-    out = [Entry(p[cut:], True, int(n)) for p, n in subdirs]
-    # The files directly here lie in the gaps between the child directories'
-    # ranges: read those ranges of the listing index only.
-    gaps, start = [], args["lo"]
-    for below in sorted(p + "/" for p, _ in subdirs):  # by range, not name: "a.b/" < "a/"
-        gaps.append((start, below))
-        start = below[:-1] + "0"  # "0" follows "/": past every path below
-    gaps.append((start, args["hi"]))
-    for i in range(0, len(gaps), _GAPS_PER_QUERY):
-        chunk = gaps[i : i + _GAPS_PER_QUERY]
-        query: dict[str, Any] = {"scope": args["scope"], "live": False}
-        for j, (g_lo, g_hi) in enumerate(chunk):
-            query[f"lo{j}"], query[f"hi{j}"] = g_lo, g_hi
-        out += [Entry(p[cut:], False, int(size)) for p, size in conn.execute(_ls_files_query(len(chunk)), query)]
-    return out
-
 # ls's two queries as SQL text: building them as Core statements on every call cost
 # more than running them (the text is compiled once per shape and cached).
 _LS_DIRS = text("SELECT path, files FROM dirs WHERE scope = :scope AND depth = :depth "
@@ -823,6 +802,28 @@ def _ls_files_query(ranges: int) -> TextClause:
     return text(" UNION ALL ".join(
         f"SELECT path, size FROM files WHERE scope = :scope AND path >= :lo{i} AND path < :hi{i} "
         "AND deleted = :live" for i in range(ranges)))
+
+
+def _ls_entries(conn: Connection, args: dict[str, Any], cut: int) -> list[Entry]:
+    """A folder's entries, unsorted: ``args`` has scope, depth, lo and hi (its range)."""
+    # The child directories and their file counts: one range of the dirs index
+    # (migration 0006), however many files lie below.
+    subdirs = conn.execute(_LS_DIRS, args).all()
+    out = [Entry(p[cut:], True, int(n)) for p, n in subdirs]
+    # The files directly here lie in the gaps between the child directories'
+    # ranges: read those ranges of the listing index only.
+    gaps, start = [], args["lo"]
+    for below in sorted(p + "/" for p, _ in subdirs):  # by range, not name: "a.b/" < "a/"
+        gaps.append((start, below))
+        start = below[:-1] + "0"  # "0" follows "/": past every path below
+    gaps.append((start, args["hi"]))
+    for i in range(0, len(gaps), _GAPS_PER_QUERY):
+        chunk = gaps[i : i + _GAPS_PER_QUERY]
+        query: dict[str, Any] = {"scope": args["scope"], "live": False}
+        for j, (g_lo, g_hi) in enumerate(chunk):
+            query[f"lo{j}"], query[f"hi{j}"] = g_lo, g_hi
+        out += [Entry(p[cut:], False, int(size)) for p, size in conn.execute(_ls_files_query(len(chunk)), query)]
+    return out
 
 
 def _names_only(mode: str, regex: re.Pattern[str], keep: Any) -> str | None:
