@@ -10,17 +10,56 @@ points (Unicode categories Cc, Cf, Zl, Zp, Cs, Cn), so a name shown in a diff or
 approval is the name stored. Every refusal raises ``InvalidPath`` with a one-line
 message that names the rule (and the character, by code point), so callers need
 one ``except``.
+
+It also holds the two names every layer shares about where a file lives: the
+reserved mounts (``MOUNTS``: top-level folders of an agent's view that belong to
+other scopes) and the store scope names (``scope_name``/``parse_scope``). Both are
+defined here and only here, so a new mount or scope kind is one edit; a test
+(tests/test_scope_names.py) refuses scope names built by hand in product code.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Literal, get_args
 
 from memagent.vfs.errors import InvalidPath
 
 MAX_PATH_BYTES = 1024
 MAX_SEGMENT_BYTES = 255
+
+# Top-level folders of an agent's view that are other scopes (``AgentView`` mounts
+# them): an agent's own file never lives below them, an import never writes there.
+Mount = Literal["user", "org", "conversations"]
+MOUNTS: tuple[Mount, ...] = get_args(Mount)
+# The same, as view-path prefixes ("/user/", ...), for ``str.startswith``.
+RESERVED_PREFIXES: tuple[str, ...] = tuple(f"/{m}/" for m in MOUNTS)
+
+# What a store scope belongs to: an agent's own files, a user's or an organisation's
+# shared files, or an agent's rendered past conversations.
+ScopeKind = Literal["agent", "user", "org", "conversations"]
+SCOPE_KINDS: tuple[ScopeKind, ...] = get_args(ScopeKind)
+
+
+def scope_name(kind: ScopeKind, ident: str) -> str:
+    """The store scope of ``kind`` for ``ident``: ``scope_name("agent", "ada")`` is ``agent:ada``.
+
+    The only place a scope name is put together; ``parse_scope`` takes it apart.
+    """
+    if kind not in SCOPE_KINDS:
+        raise ValueError(f"unknown scope kind {kind!r}; expected one of {', '.join(SCOPE_KINDS)}")
+    return f"{kind}:{ident}"
+
+
+def parse_scope(scope: str) -> tuple[ScopeKind, str]:
+    """``agent:ada`` -> ``("agent", "ada")``; a ValueError names a string that is not a scope."""
+    head, sep, ident = scope.partition(":")
+    for kind in SCOPE_KINDS:
+        if sep and head == kind:
+            return kind, ident
+    raise ValueError(f"{scope!r} is not a scope name; expected <kind>:<name> with kind one of "
+                     f"{', '.join(SCOPE_KINDS)}")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Unicode categories refused anywhere in a path, and how a message calls them.

@@ -35,7 +35,8 @@ from .types import (
     SearchHit,
 )
 
-MOUNTS = ("user", "org", "conversations")
+# The reserved mounts are defined once, in paths; re-exported for existing callers.
+MOUNTS = paths.MOUNTS
 
 
 @dataclass(frozen=True)
@@ -66,14 +67,14 @@ class AgentView:
 
     @property
     def scope(self) -> str:
-        return f"agent:{self.agent}"
+        return paths.scope_name("agent", self.agent)
 
     def _mounts(self) -> list[Target]:
         out = [Target(self.scope, "/", "")]
         if self.user:
-            out.append(Target(f"user:{self.user}", "/", "/user"))
+            out.append(Target(paths.scope_name("user", self.user), "/", "/user"))
         if self.org:
-            out.append(Target(f"org:{self.org}", "/", "/org"))
+            out.append(Target(paths.scope_name("org", self.org), "/", "/org"))
         return out
 
     def resolve(self, path: str, *, write: bool = False) -> Target:
@@ -91,12 +92,12 @@ class AgentView:
         if head == "user":
             if not self.user:
                 raise NotFound("no user is set, so /user/ is empty; set MEMAGENT_USER")
-            return Target(f"user:{self.user}", inner, "/user")
+            return Target(paths.scope_name("user", self.user), inner, "/user")
         if not self.org:
             raise NotFound("no organisation is set, so /org/ is empty; set MEMAGENT_ORG")
         if write and not self.org_writable:
             raise ReadOnly(f"{norm} is organisation memory, which this agent may only read")
-        return Target(f"org:{self.org}", inner, "/org")
+        return Target(paths.scope_name("org", self.org), inner, "/org")
 
     def _refresh_conversations(self) -> None:
         """Render what this agent's threads added since /conversations/ was last read.

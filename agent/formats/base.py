@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memagent.vfs import paths
+
 # Files of an agent's memory: absolute store path -> text.
 Memory = dict[str, str]
 # Files of a harness project: relative path -> bytes.
@@ -29,7 +31,8 @@ Tree = dict[str, bytes]
 
 # Reserved scopes of an agent's folder (README "What memory looks like"): an import
 # never writes below them, an export never meets them (they are not agent files).
-RESERVED_PREFIXES = ("/user/", "/org/", "/conversations/")
+# Defined once in the vfs (``paths.MOUNTS``); re-exported for the CLI.
+RESERVED_PREFIXES = paths.RESERVED_PREFIXES
 
 # Folders and files no harness layout means and no agent needs: skipped on import.
 JUNK_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", "__MACOSX",
