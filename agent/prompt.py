@@ -39,6 +39,7 @@ from typing import Any
 
 from memagent.validators import Limits, kind_of, read_frontmatter, validate
 from memagent.vfs.errors import NotFound, VfsError
+from memagent.vfs.paths import scope_name
 from memagent.vfs.scopes import AgentView
 
 INDEX_MAX_ENTRIES = 100
@@ -107,7 +108,7 @@ class PromptBuilder:
         self._cached: SystemPrompt | None = None
 
     def _generation(self) -> int:
-        scopes = [self.view.scope] + ([f"user:{self.view.user}"] if self.view.user else [])
+        scopes = [self.view.scope] + ([scope_name("user", self.view.user)] if self.view.user else [])
         return self.view.store.generation(*scopes)
 
     def build(self, *, check: bool = True) -> SystemPrompt:
@@ -138,7 +139,7 @@ class PromptBuilder:
     def _changed(self) -> dict[str, float]:
         """Last change time of every file of the agent's and the user's scope, by view path."""
         out: dict[str, float] = {}
-        scopes = [(self.view.scope, "")] + ([(f"user:{self.view.user}", "/user")] if self.view.user else [])
+        scopes = [(self.view.scope, "")] + ([(scope_name("user", self.view.user), "/user")] if self.view.user else [])
         for scope, mount in scopes:
             for info in self.view.store.all_files(scope):
                 out[mount + info.path] = info.updated_at.timestamp() if info.updated_at else 0.0

@@ -6,6 +6,7 @@ import click
 
 from memagent.agent.cli import templates
 from memagent.agent.cli.common import Ctx, handled, program
+from memagent.vfs.paths import scope_name
 
 
 @click.command()
@@ -47,5 +48,5 @@ def agents_cmd(ctx: Ctx) -> None:
         click.echo("No agents yet; create one with `memagent init NAME`.")
         return
     for name in names:
-        n = len(store.all_files(f"agent:{name}"))
+        n = len(store.all_files(scope_name("agent", name)))
         click.echo(f"{name}  ({n} file{'s' if n != 1 else ''})")
