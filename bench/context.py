@@ -3,7 +3,7 @@
 Run alone (``python -m bench.context``) or as ``python -m bench context``. Prints a
 Markdown table; ``--out PATH`` also writes it. Invariants: deterministic inputs
 (fixed texts, ``bench.corpus`` with a fixed seed), no network but loopback (the
-local Messages API server of ``tests/fake_messages_api.py``), and every database it
+local Messages API server of ``bench/fake_messages_api.py``), and every database it
 makes is its own (a temporary SQLite file, a Postgres database dropped afterwards).
 
 1. Prefix stability: a 50-turn session without memory edits, through the real
@@ -84,9 +84,8 @@ def prefix_stability(budget: int = BUDGET, turns: int = TURNS) -> dict[str, Any]
 
 def cache_share(budget: int = BUDGET, turns: int = TURNS) -> dict[str, Any]:
     """The same session through the Anthropic client and the local Messages API."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.fake_messages_api import FakeMessagesAPI
     from memagent.agent.model.anthropic_client import AnthropicModel
-    from tests.fake_messages_api import FakeMessagesAPI
 
     saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
     with FakeMessagesAPI() as api, tempfile.TemporaryDirectory() as tmp:

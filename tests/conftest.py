@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.vfs import SqlStore, open_store
-from tests.fake_messages_api import FakeMessagesAPI
 
 PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
 BACKENDS = ["sqlite", "postgres"]

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI, ScriptMessage
 from memagent.agent.model import DEFAULT_MODEL, ModelError, ModelRequest, ModelResponse, Usage
 from memagent.agent.model.anthropic_client import AnthropicModel, api_key_configured
 from memagent.agent.model.scripted import ScriptedModel, ScriptExhausted
 from memagent.agent.pricing import cost_usd, price_for
-from tests.fake_messages_api import FakeMessagesAPI, ScriptMessage
 
 SYSTEM = [
     {"type": "text", "text": "You are a memory agent."},

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI, ScriptMessage
 from memagent.agent.chat.session import build_session
 from memagent.agent.chat.ui.plain import PlainUI
 from memagent.agent.cli import config
@@ -27,7 +28,6 @@ from memagent.vfs.proposals import Busy, ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
-from tests.fake_messages_api import FakeMessagesAPI, ScriptMessage
 
 pytestmark = pytest.mark.usefixtures("chat_env")
 

@@ -1,7 +1,7 @@
-"""A real local HTTP server that speaks the Anthropic Messages API, for tests.
+"""A real local HTTP server that speaks the Anthropic Messages API, for tests and benchmarks.
 
-Not a test module: tests import ``FakeMessagesAPI`` and point the real SDK at
-it (``ANTHROPIC_BASE_URL=server.base_url``, any ``ANTHROPIC_API_KEY``).
+Not a test module: tests and ``bench/context.py`` import ``FakeMessagesAPI`` and
+point the real SDK at it (``ANTHROPIC_BASE_URL=server.base_url``, any ``ANTHROPIC_API_KEY``).
 
 Invariants:
 - Every POST to ``/v1/messages`` is recorded (parsed JSON body in
@@ -35,7 +35,7 @@ Invariants:
 
 Run standalone for manual testing (e.g. in tmux)::
 
-    python tests/fake_messages_api.py script.json [--port 8765] [--delay 0.03]
+    python bench/fake_messages_api.py script.json [--port 8765] [--delay 0.03]
 
 where ``script.json`` is a list of items: ``{"text": "..."}``,
 ``{"tool_use": {"name": ..., "input": {...}, "text": "optional"}}``,
