@@ -42,6 +42,7 @@ from memagent.agent.builder import build_agent
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.models import messages, threads
+from memagent.vfs.paths import scope_name
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
@@ -181,7 +182,7 @@ def grep_with_threads(backend: str, url: str, thread_count: int, reps: int) -> d
     store = open_store(url)
     corpus = generate(1000)
     store.create_agent("bench")
-    store.bulk_write("agent:bench", corpus.files)
+    store.bulk_write(scope_name("agent", "bench"), corpus.files)
     view = AgentView(store, "bench")
     cases = {"rare literal": RARE, "common word": COMMON}
     if store.engine.dialect.name == "postgresql":

@@ -44,6 +44,7 @@ from bench import sections
 from bench.corpus import COMMON, RARE, REGEX, generate
 from memagent.integrations.deepagents import MemagentBackend
 from memagent.vfs import open_store
+from memagent.vfs.paths import scope_name
 
 Call = Callable[[BackendProtocol], Any]
 # A median and the number of samples behind it; None: the backend has no such call.
@@ -123,7 +124,7 @@ def backends(size: int, pg: str | None, tmp: Path) -> Iterator[dict[str, Backend
         for label, url in urls:
             store = stack.enter_context(open_store(url))
             store.create_agent("bench")
-            store.bulk_write("agent:bench", corpus.files)
+            store.bulk_write(scope_name("agent", "bench"), corpus.files)
             out[label] = MemagentBackend(store, "bench")
         sqlite_store = stack.enter_context(SqliteStore.from_conn_string(str(tmp / "langgraph.db")))
         sqlite_store.setup()

@@ -42,6 +42,7 @@ from sqlalchemy.engine import make_url
 from bench import sections
 from bench.corpus import COMMON, RARE, generate
 from memagent.vfs import open_store
+from memagent.vfs.paths import scope_name
 from memagent.vfs.scopes import AgentView
 
 QUERIES = {
@@ -93,7 +94,7 @@ def measure(backend: str, url: str, size: int, reps: int, baseline: Any | None) 
     rows = {name: Row(backend, name) for name in QUERIES}
     with open_store(url) as store:
         store.create_agent("bench")
-        store.bulk_write("agent:bench", corpus.files)
+        store.bulk_write(scope_name("agent", "bench"), corpus.files)
         view = AgentView(store, "bench")
         current = store._ranker  # the store's own ranker; swapped with the baseline's below
         rankers = [("current", current)] + ([("baseline", baseline)] if baseline is not None else [])
