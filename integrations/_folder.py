@@ -10,30 +10,47 @@ Anthropic memory tool, ``/notes.md`` for deepagents) onto files of the scope
   ``/conversations/``) are refused when ``root`` is ``/``: a file stored there in the
   agent's scope would be hidden from every agent view.
 - Errors name files as the client names them (the store is passed ``shown``).
-- Every change goes ``prepare_*`` -> the approver (if any) -> ``commit`` with author
-  ``agent``, approval ``human`` (an approver said yes) or ``yolo`` (no approver), and
-  origin ``Origin("integration", detail=<adapter>)``. A change that would leave a file
-  as it is stores nothing.
+- Every change goes ``prepare_*`` -> ``vfs.writes.submit`` (no-op check, the
+  policy, ``commit`` at the version read) with author ``agent`` and origin
+  ``Origin("integration", detail=<adapter>)``. A change that would leave a file as
+  it is stores nothing.
+- Nothing is applied silently. ``approve`` chooses the policy: a callback (True
+  approves, recorded ``human``), ``"yolo"`` (everything, recorded ``yolo``: an
+  explicit choice), ``"queue"`` (each change becomes a pending proposal for
+  ``memagent review``; ``Queued`` says so) or nothing, the default, which refuses
+  every change with ``Refused`` naming how to allow it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
-from memagent.vfs import paths
+from memagent.vfs import paths, writes
 from memagent.vfs.errors import InvalidPath, VfsError
+from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.store import Store
-from memagent.vfs.types import Approval, Change, FileInfo, Origin, PendingChange
+from memagent.vfs.types import Change, FileInfo, Origin, PendingChange
 
 # Decides whether a prepared change may be stored (e.g. asks a person); False refuses it.
 Approver = Callable[[PendingChange], bool]
-# Top-level folders of an agent's view that belong to other scopes (vfs/scopes.py MOUNTS).
-RESERVED = ("user", "org", "conversations")
+# The explicit choices besides a callback: store everything, or queue everything for review.
+ApproveMode = Literal["yolo", "queue"]
+Approve = Approver | ApproveMode | None
+# Top-level folders of an agent's view that belong to other scopes (defined once in vfs/paths.py).
+RESERVED = paths.MOUNTS
+# What a refusal without an approver tells the program's author (and its model).
+HOW_TO_ALLOW = ('no approver was given; pass approve="yolo" to store changes without asking, '
+                'approve=<callback> to decide each one, or approve="queue" to queue them for `memagent review`')
 
 
-class Refused(VfsError):
-    """The approver said no; nothing was stored."""
+class Refused(writes.Refused):
+    """The policy refused the change (no approver, or the approver said no); nothing was stored."""
+
+
+class Queued(VfsError):
+    """The change was stored as a proposal for review, not applied; the message says how to apply it."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +65,11 @@ class MemoryFolder:
     """File access to ``agent:<agent>`` below ``root``, shown to the client under ``prefix``."""
 
     def __init__(self, store: Store, agent: str, *, adapter: str, root: str = "/", prefix: str = "",
-                 approve: Approver | None = None) -> None:
+                 approve: Approve = None) -> None:
         store.require_agent(agent)
         self.store = store
         self.agent = agent
-        self.scope = f"agent:{agent}"
+        self.scope = paths.scope_name("agent", agent)
         self.adapter = adapter
         self.root = paths.normalize(root)
         if self.root != "/" and self.root.split("/")[1] in RESERVED:
@@ -60,6 +77,21 @@ class MemoryFolder:
                               "choose another folder of the agent")
         self.prefix = prefix.rstrip("/")
         self.approve = approve
+        self.policy = self._policy(approve)
+
+    def _policy(self, approve: Approve) -> writes.Policy:
+        if approve is None:
+            return writes.refusing(HOW_TO_ALLOW)
+        if approve == "yolo":
+            return writes.yolo
+        if approve == "queue":
+            engine = getattr(self.store, "engine", None)
+            if engine is None:
+                raise VfsError('approve="queue" needs a store with a database engine (open_store gives one)')
+            return writes.queue(ProposalStore(engine), self.agent, by=f"integration {self.adapter}")
+        if callable(approve):
+            return writes.asking(approve)
+        raise VfsError(f'approve must be a callback, "yolo" or "queue", not {approve!r}')
 
     # -- paths ----------------------------------------------------------------
 
@@ -87,20 +119,19 @@ class MemoryFolder:
 
     # -- the write path ---------------------------------------------------------
 
-    def _approval(self, pending: PendingChange) -> Approval:
-        if self.approve is None:
-            return "yolo"
-        if not self.approve(pending):
-            raise Refused(f"the change to {pending.shown} was refused by the approver; nothing was stored")
-        return "human"
-
     def commit(self, pending: PendingChange, message: str = "") -> Change | None:
-        """Approve and store ``pending``; None when it would change nothing (then nothing is stored)."""
-        if pending.before == pending.after:
-            return None
-        approval = self._approval(pending)
-        return self.store.commit(pending, author="agent", approval=approval, message=message,
-                                 origin=Origin("integration", detail=self.adapter))
+        """Store ``pending`` if the policy approves; None when it would change nothing.
+
+        ``Refused`` when the policy rejects it and ``Queued`` when it became a proposal:
+        either way nothing was stored.
+        """
+        result = writes.submit(self.store, pending, policy=self.policy, author="agent", reason=message,
+                               origin=Origin("integration", detail=self.adapter))
+        if result.status == "rejected":
+            raise Refused(result.message)
+        if result.status == "queued":
+            raise Queued(result.message)
+        return result.change
 
     def write(self, loc: Located, content: str, *, expected_version: int | None = None,
               message: str = "") -> Change | None:
@@ -120,16 +151,20 @@ class MemoryFolder:
 
     def move(self, src: Located, dst: Located) -> Change:
         """Move one file (one transaction: a delete revision and a create revision)."""
+        if self.approve == "queue":
+            raise Refused(f"moving {src.shown} to {dst.shown} cannot be queued for review (a review applies one "
+                          "file at a time); nothing was stored: write the new file and delete the old one instead")
         content = self.store.read(self.scope, src.inner, shown=src.shown).content
-        # The approver sees the file as it would arrive; move() validates it again in its transaction.
-        self._approval(self.store.prepare_write(self.scope, dst.inner, content, expected_version=0,
-                                                shown=dst.shown))
+        # The policy sees the file as it would arrive; move() validates it again in its transaction.
+        pending = self.store.prepare_write(self.scope, dst.inner, content, expected_version=0, shown=dst.shown)
+        verdict = self.policy(writes.Request(pending, ""))
+        if verdict.kind != "approve":
+            raise Refused(verdict.message)
         # move() names files mount + inner path: right when root is "/"; otherwise its rare
         # errors (a race with another writer) name the inner path.
         mount = self.prefix if self.root == "/" else ""
-        approval: Approval = "yolo" if self.approve is None else "human"
-        return self.store.move(self.scope, src.inner, dst.inner, author="agent", approval=approval, mount=mount,
-                               origin=Origin("integration", detail=self.adapter))
+        return self.store.move(self.scope, src.inner, dst.inner, author="agent", approval=verdict.approval,
+                               mount=mount, origin=Origin("integration", detail=self.adapter))
 
 
-__all__ = ["Approver", "Located", "MemoryFolder", "Refused"]
+__all__ = ["HOW_TO_ALLOW", "Approve", "ApproveMode", "Approver", "Located", "MemoryFolder", "Queued", "Refused"]

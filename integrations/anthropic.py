@@ -12,6 +12,8 @@ Invariants:
   characters and everything ``vfs/paths.py`` refuses (backslashes, control and
   invisible characters, over-long names) are refused with a ``ToolError`` that says
   why, before anything is read. Nothing outside the agent's folder is reachable.
+- Nothing is stored without an explicit approval choice (``approve``: a callback,
+  ``"yolo"`` or ``"queue"``); without one every change is refused, naming how to allow it.
 - Every change takes the store's write path (``integrations/_folder.py``): validated
   by the file kind's rules, one revision each (author ``agent``, origin
   ``integration`` / ``anthropic-memory-tool``), revertible with ``memagent fs revert``.
@@ -41,7 +43,7 @@ from anthropic.types.beta import (
 )
 from anyio import to_thread
 
-from memagent.integrations._folder import Approver, Located, MemoryFolder
+from memagent.integrations._folder import Approve, Located, MemoryFolder
 from memagent.vfs.errors import InvalidPath, NotFound, VfsError
 from memagent.vfs.store import Store
 from memagent.vfs.types import FileInfo
@@ -73,11 +75,13 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
     """Claude's memory tool over ``agent:<agent>`` in a memagent store.
 
     ``root`` narrows ``/memories`` to a folder of the agent (default: all of it);
-    ``approve``, if given, is asked before each change is stored (False refuses it and
-    the model is told so); without it changes are stored with approval ``yolo``.
+    ``approve`` decides what is stored: a callback is asked before each change (False
+    refuses it and the model is told so); ``"yolo"`` stores every change (recorded
+    ``yolo``); ``"queue"`` stores each as a proposal for ``memagent review``. Without
+    it every change is refused, with a tool error saying how to allow it.
     """
 
-    def __init__(self, store: Store, agent: str, *, root: str = "/", approve: Approver | None = None,
+    def __init__(self, store: Store, agent: str, *, root: str = "/", approve: Approve = None,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self.folder = MemoryFolder(store, agent, adapter=ADAPTER, root=root, prefix=MEMORIES, approve=approve)
@@ -283,15 +287,18 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
     def clear_all_memory(self) -> str:
         """Delete every file of the folder (each a revision, so each can be reverted)."""
         root = self.folder.locate("/")
-        for f in self.folder.files_below(root):
-            self.folder.delete(Located(f.path, self.folder.show(f.path)), message="memory tool: clear all")
+        try:
+            for f in self.folder.files_below(root):
+                self.folder.delete(Located(f.path, self.folder.show(f.path)), message="memory tool: clear all")
+        except VfsError as exc:
+            raise ToolError(str(exc)) from None
         return "All memory cleared"
 
 
 class AsyncMemagentMemoryTool(BetaAsyncAbstractMemoryTool):
     """``MemagentMemoryTool`` for ``AsyncAnthropic``: each command runs in a worker thread."""
 
-    def __init__(self, store: Store, agent: str, *, root: str = "/", approve: Approver | None = None,
+    def __init__(self, store: Store, agent: str, *, root: str = "/", approve: Approve = None,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self.sync = MemagentMemoryTool(store, agent, root=root, approve=approve)

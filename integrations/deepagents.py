@@ -23,7 +23,9 @@ against deepagents' own ``StoreBackend`` too):
 - Writes take the store's one write path (``integrations/_folder.py``): every write,
   edit, upload and delete is validated and appends a revision (author ``agent``,
   origin ``integration`` / ``deepagents``); a change that changes nothing stores
-  nothing; deleting a folder deletes each file under it (each revertible).
+  nothing; deleting a folder deletes each file under it (each revertible). Nothing
+  is stored without an explicit ``approve`` (a callback, ``"yolo"`` or ``"queue"``):
+  without one each change's result carries the refusal and how to allow it.
 
 Beyond the protocol: ``grep_regex`` (a regular expression, run in linear time by
 RE2 where it can be; see README "grep patterns") and ``search`` (the database's
@@ -64,7 +66,7 @@ from deepagents.backends.utils import (
     slice_read_response,
 )
 
-from memagent.integrations._folder import Approver, Located, MemoryFolder
+from memagent.integrations._folder import Approve, Located, MemoryFolder
 from memagent.vfs import paths as vpaths
 from memagent.vfs.errors import InvalidPath, IsADirectory, NotFound, VfsError
 from memagent.vfs.store import Store
@@ -113,11 +115,13 @@ def _literal_dirs(pattern: str) -> str:
 class MemagentBackend(BackendProtocol):
     """deepagents' file operations over ``agent:<agent>`` (below ``root``) in a memagent store.
 
-    ``approve``, if given, is asked before each change is stored (False refuses it and
-    the model gets an error); without it changes are stored with approval ``yolo``.
+    ``approve`` decides what is stored: a callback is asked before each change (False
+    refuses it and the model gets an error); ``"yolo"`` stores every change (recorded
+    ``yolo``); ``"queue"`` stores each as a proposal for ``memagent review``. Without
+    it every change is refused, with an error saying how to allow it.
     """
 
-    def __init__(self, store: Store, agent: str, *, root: str = "/", approve: Approver | None = None) -> None:
+    def __init__(self, store: Store, agent: str, *, root: str = "/", approve: Approve = None) -> None:
         self.folder = MemoryFolder(store, agent, adapter=ADAPTER, root=root, approve=approve)
         self.store = store
 

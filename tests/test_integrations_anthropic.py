@@ -18,7 +18,7 @@ from anthropic.lib.tools import ToolError
 from memagent.integrations.anthropic import AsyncMemagentMemoryTool, MemagentMemoryTool
 from memagent.vfs import SqlStore
 from memagent.vfs.types import PendingChange
-from tests.fake_messages_api import FakeMessagesAPI
+from bench.fake_messages_api import FakeMessagesAPI
 
 MODEL = "claude-sonnet-5-5"
 
@@ -55,7 +55,7 @@ def _text(block: dict[str, Any]) -> str:
 
 def test_a_scripted_conversation_leaves_validated_revisions(store: SqlStore, api: FakeMessagesAPI) -> None:
     store.write("agent:a", "/AGENTS.md", "Be brief.\n")
-    tool = MemagentMemoryTool(store, "a")
+    tool = MemagentMemoryTool(store, "a", approve="yolo")
     results = _run(api, tool, [
         {"command": "view", "path": "/memories"},
         {"command": "create", "path": "/memories/notes/coffee.md", "file_text": "likes: espresso\n"},
@@ -89,7 +89,7 @@ def test_a_scripted_conversation_leaves_validated_revisions(store: SqlStore, api
                                          "27B\t/memories/people/me.md"]
     assert texts[8] == "Successfully deleted /memories/people/me.md"
 
-    # Every change is a revision: author agent, no approver (yolo), origin integration.
+    # Every change is a revision: author agent, approval yolo (chosen explicitly), origin integration.
     old = store.history("agent:a", "/notes/coffee.md")
     assert [(r.version, r.message, r.deleted) for r in old] == [
         (4, "moved to /people/me.md", True), (3, "memory tool: insert", False),
@@ -129,7 +129,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("path", HOSTILE)
 def test_hostile_paths_are_refused_and_change_nothing(store: SqlStore, path: str) -> None:
-    tool = MemagentMemoryTool(store, "a")
+    tool = MemagentMemoryTool(store, "a", approve="yolo")
     before = store.generation("agent:a")
     for command in ({"command": "create", "path": path, "file_text": "x\n"},
                     {"command": "view", "path": path},
@@ -144,7 +144,7 @@ def test_hostile_paths_are_refused_and_change_nothing(store: SqlStore, path: str
 
 
 def test_a_hostile_path_through_the_runner_is_an_error_result(store: SqlStore, api: FakeMessagesAPI) -> None:
-    tool = MemagentMemoryTool(store, "a")
+    tool = MemagentMemoryTool(store, "a", approve="yolo")
     results = _run(api, tool, [{"command": "create", "path": "/memories/../../etc/cron.d/x", "file_text": "x"}])
     assert results[0]["is_error"] is True
     assert "would escape /memories" in _text(results[0])
@@ -152,7 +152,7 @@ def test_a_hostile_path_through_the_runner_is_an_error_result(store: SqlStore, a
 
 
 def test_sdk_error_texts(store: SqlStore) -> None:
-    tool = MemagentMemoryTool(store, "a")
+    tool = MemagentMemoryTool(store, "a", approve="yolo")
     tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x\nx\n"})
     cases = [
         ({"command": "view", "path": "/memories/none.md"},
@@ -182,7 +182,7 @@ def test_sdk_error_texts(store: SqlStore) -> None:
 
 
 def test_view_range_and_directories(store: SqlStore) -> None:
-    tool = MemagentMemoryTool(store, "a")
+    tool = MemagentMemoryTool(store, "a", approve="yolo")
     store.bulk_write("agent:a", {"/k/one.md": "1\n2\n3\n4\n", "/k/deep/er/x.md": "x", "/k/.hidden.md": "h"})
     assert tool.call({"command": "view", "path": "/memories/k/one.md", "view_range": [2, 3]}) == (
         "Here's the content of /memories/k/one.md with line numbers:\n     2\t2\n     3\t3")
@@ -196,7 +196,7 @@ def test_view_range_and_directories(store: SqlStore) -> None:
 
 
 def test_directory_rename_and_delete_move_every_file(store: SqlStore) -> None:
-    tool = MemagentMemoryTool(store, "a")
+    tool = MemagentMemoryTool(store, "a", approve="yolo")
     store.bulk_write("agent:a", {"/d/a.md": "a", "/d/sub/b.md": "b"})
     assert tool.call({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"}) == (
         "Successfully renamed /memories/d to /memories/e")
@@ -210,7 +210,7 @@ def test_directory_rename_and_delete_move_every_file(store: SqlStore) -> None:
 
 def test_root_narrows_memories_to_a_folder(store: SqlStore) -> None:
     store.write("agent:a", "/AGENTS.md", "Be brief.\n")
-    tool = MemagentMemoryTool(store, "a", root="/knowledge/claude")
+    tool = MemagentMemoryTool(store, "a", root="/knowledge/claude", approve="yolo")
     tool.call({"command": "create", "path": "/memories/x.md", "file_text": "x\n"})
     assert store.read("agent:a", "/knowledge/claude/x.md").content == "x\n"
     listing = tool.call({"command": "view", "path": "/memories"})
@@ -251,7 +251,7 @@ def test_a_concurrent_change_is_refused_not_merged(store: SqlStore) -> None:
 
 
 def test_the_async_tool_through_the_async_runner(store: SqlStore, api: FakeMessagesAPI) -> None:
-    tool = AsyncMemagentMemoryTool(store, "a")
+    tool = AsyncMemagentMemoryTool(store, "a", approve="yolo")
     api.enqueue_tool_use("memory", {"command": "create", "path": "/memories/x.md", "file_text": "x\n"})
     api.enqueue_tool_use("memory", {"command": "view", "path": "/memories/nope.md"})
     api.enqueue_text("Done.")
@@ -273,3 +273,45 @@ def test_an_unknown_agent_is_one_clear_error(store: SqlStore) -> None:
 
     with pytest.raises(AgentNotFound, match="no agent named 'ghost'"):
         MemagentMemoryTool(store, "ghost")
+
+
+def _snapshot(store: SqlStore) -> list[tuple[str, int]]:
+    return [(f.path, f.version) for f in store.all_files("agent:a")]
+
+
+def test_without_an_approver_nothing_is_applied(store: SqlStore, api: FakeMessagesAPI) -> None:
+    store.write("agent:a", "/n.md", "one\n")
+    store.write("agent:a", "/d/x.md", "x\n")
+    before = _snapshot(store)
+    tool = MemagentMemoryTool(store, "a")
+    results = _run(api, tool, [
+        {"command": "create", "path": "/memories/new.md", "file_text": "new\n"},
+        {"command": "str_replace", "path": "/memories/n.md", "old_str": "one", "new_str": "two"},
+        {"command": "insert", "path": "/memories/n.md", "insert_line": 0, "insert_text": "zero"},
+        {"command": "delete", "path": "/memories/n.md"},
+        {"command": "delete", "path": "/memories/d"},
+        {"command": "rename", "old_path": "/memories/n.md", "new_path": "/memories/m.md"},
+    ])
+    assert _snapshot(store) == before
+    for block in results:
+        assert block["is_error"] is True
+        text = _text(block)
+        assert "no approver was given" in text and 'approve="yolo"' in text and "nothing was stored" in text
+        assert "\n" not in text
+    with pytest.raises(ToolError, match='approve="yolo"'):
+        tool.clear_all_memory()
+    assert _snapshot(store) == before
+
+
+def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
+    from memagent.vfs.proposals import ProposalStore
+
+    store.write("agent:a", "/n.md", "one\n")
+    tool = MemagentMemoryTool(store, "a", approve="queue")
+    with pytest.raises(ToolError, match="Queued for review as proposal #"):
+        tool.call({"command": "str_replace", "path": "/memories/n.md", "old_str": "one", "new_str": "two"})
+    with pytest.raises(ToolError, match="cannot be queued"):
+        tool.call({"command": "rename", "old_path": "/memories/n.md", "new_path": "/memories/m.md"})
+    assert store.read("agent:a", "/n.md").content == "one\n" and not store.exists("agent:a", "/m.md")
+    [p] = ProposalStore(store.engine).pending("a")
+    assert (p.shown, p.op, p.base_version, p.after) == ("/memories/n.md", "edit", 1, "two\n")

@@ -27,14 +27,14 @@ from memagent.integrations.deepagents import MemagentBackend
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import InvalidPath
 from memagent.vfs.types import PendingChange
-from tests.fake_messages_api import FakeMessagesAPI
+from bench.fake_messages_api import FakeMessagesAPI
 
 
 def _memagent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemagentBackend]:
     url = f"sqlite:///{tmp_path / 'm.db'}" if request.param == "sqlite" else request.getfixturevalue("fresh_pg_url")
     store = open_store(url)
     store.create_agent("a")
-    yield MemagentBackend(store, "a")
+    yield MemagentBackend(store, "a", approve="yolo")
     store.close()
 
 
@@ -379,7 +379,7 @@ def test_a_stale_edit_is_refused_not_merged(tmp_path: Path) -> None:
 
 def test_root_confines_the_backend(store: SqlStore) -> None:
     store.write("agent:a", "/AGENTS.md", "Be brief.\n")
-    b = MemagentBackend(store, "a", root="/deep")
+    b = MemagentBackend(store, "a", root="/deep", approve="yolo")
     assert b.write("/n.md", "x\n").path == "/n.md"
     assert store.read("agent:a", "/deep/n.md").content == "x\n"
     assert _glob(b, "*.md") == ["/n.md"]
@@ -419,7 +419,7 @@ def test_a_deep_agent_writes_memagent_memory(store: SqlStore, api: FakeMessagesA
     api.enqueue_tool_use("grep_regex", {"pattern": "flat\\s+white"})
     api.enqueue_tool_use("write_file", {"file_path": "/skills/bad.md", "content": "not a skill\n"})
     api.enqueue_text("Saved.")
-    backend = MemagentBackend(store, "a")
+    backend = MemagentBackend(store, "a", approve="yolo")
     model = ChatAnthropic(model="claude-sonnet-5-5", api_key="k", base_url=api.base_url, max_retries=0)
     agent = create_deep_agent(model=model, backend=backend, tools=backend.tools())
     out = agent.invoke({"messages": [{"role": "user", "content": "remember I like espresso"}]})
@@ -430,3 +430,29 @@ def test_a_deep_agent_writes_memagent_memory(store: SqlStore, api: FakeMessagesA
     assert store.read("agent:a", "/notes.md").content == "likes flat white\n"
     assert [r.message for r in store.history("agent:a", "/notes.md")] == ["deepagents: edit", "deepagents: write"]
     assert not store.exists("agent:a", "/skills/bad.md")
+
+
+def test_without_an_approver_nothing_is_applied(store: SqlStore) -> None:
+    store.write("agent:a", "/n.md", "one\n")
+    store.write("agent:a", "/d/x.md", "x\n")
+    before = [(f.path, f.version) for f in store.all_files("agent:a")]
+    b = MemagentBackend(store, "a")
+    errors = [b.write("/new.md", "new\n").error, b.edit("/n.md", "one", "two").error,
+              b.delete("/n.md").error, b.delete("/d").error]
+    [upload] = b.upload_files([("/up.md", b"up\n")])
+    errors.append(upload.error)
+    assert [(f.path, f.version) for f in store.all_files("agent:a")] == before
+    for error in errors:
+        assert error is not None and "no approver was given" in error and 'approve="yolo"' in error
+        assert "nothing was stored" in error and "\n" not in error
+
+
+def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
+    from memagent.vfs.proposals import ProposalStore
+
+    b = MemagentBackend(store, "a", approve="queue")
+    r = b.write("/new.md", "new\n")
+    assert r.error is not None and "Queued for review as proposal #" in r.error
+    assert not store.exists("agent:a", "/new.md")
+    [p] = ProposalStore(store.engine).pending("a")
+    assert (p.shown, p.op, p.base_version, p.after) == ("/new.md", "write", 0, "new\n")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from memagent.vfs import open_store
-from tests.fake_messages_api import FakeMessagesAPI
+from bench.fake_messages_api import FakeMessagesAPI
 
 ROOT = Path(__file__).resolve().parent.parent
 
