@@ -15,10 +15,10 @@ import anthropic
 import pytest
 from anthropic.lib.tools import ToolError
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.integrations.anthropic import AsyncMemagentMemoryTool, MemagentMemoryTool
 from memagent.vfs import SqlStore
 from memagent.vfs.types import PendingChange
-from bench.fake_messages_api import FakeMessagesAPI
 
 MODEL = "claude-sonnet-5-5"
 

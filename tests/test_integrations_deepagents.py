@@ -23,11 +23,11 @@ from deepagents.backends.store import StoreBackend
 from deepagents.backends.utils import EMPTY_OLD_STRING_ERROR
 from langgraph.store.memory import InMemoryStore
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.integrations.deepagents import MemagentBackend
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import InvalidPath
 from memagent.vfs.types import PendingChange
-from bench.fake_messages_api import FakeMessagesAPI
 
 
 def _memagent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemagentBackend]:

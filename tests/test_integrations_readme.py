@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memagent.vfs import open_store
 from bench.fake_messages_api import FakeMessagesAPI
+from memagent.vfs import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
