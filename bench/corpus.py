@@ -32,6 +32,8 @@ COMMON = "zephyr"
 REGEX = "INC-[0-9]{5}"
 # A regex with no literal of 3+ characters: no trigram index can narrow it.
 REGEX_NO_LITERAL = "[0-9]{3}-[0-9]{4}"
+# The 4 KB file the read benchmarks time (run.py and peers.py).
+READ_PATH = "/knowledge/reference-4k.md"
 
 _ONSETS = ["b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s", "t", "v", "w",
            "br", "cl", "dr", "fl", "gr", "pl", "pr", "st", "tr", "th", "sh", "ch"]
@@ -117,7 +119,7 @@ def _plant(rng: random.Random, blocks: list[str], text: str) -> None:
 
 
 def _paths(rng: random.Random, n: int, vocab: list[str]) -> list[str]:
-    out = ["/AGENTS.md", "/knowledge/reference-4k.md"]
+    out = ["/AGENTS.md", READ_PATH]
     out += [f"/people/{w}-{i:03d}.md" for i, w in enumerate(rng.sample(vocab, 100))]
     skills = max(5, n // 100)
     out += [f"/skills/{w}-{i}.md" for i, w in enumerate(rng.sample(vocab, skills))]
@@ -146,7 +148,7 @@ def generate(n: int, seed: int = 1234) -> Corpus:
     vocab = _vocabulary(rng, 3000)
     paths = _paths(rng, n, vocab)
     plain = [p for p in paths if not p.startswith("/skills/") and p != "/AGENTS.md"
-             and p != "/knowledge/reference-4k.md"]
+             and p != READ_PATH]
     rare = set(rng.sample(plain, 3))
     regex_hits = set(rng.sample(plain, max(3, n // 100)))
     no_lit_hits = set(rng.sample(plain, max(3, n // 100)))
@@ -160,7 +162,7 @@ def generate(n: int, seed: int = 1234) -> Corpus:
                 "- Check /skills/ before starting a task.\n"
             )
             continue
-        if path == "/knowledge/reference-4k.md":
+        if path == READ_PATH:
             # Exactly 4,096 bytes (the text is ASCII), ending in a newline.
             files[path] = "\n\n".join(_body(rng, vocab, 4400, "Reference"))[:4095] + "\n"
             continue

@@ -36,7 +36,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from bench.corpus import COMMON, RARE, REGEX, REGEX_NO_LITERAL, Corpus
+from bench.corpus import COMMON, RARE, READ_PATH, REGEX, REGEX_NO_LITERAL, Corpus
 
 NS = ("bench", "filesystem")
 LOAD_CHUNK = 1000
@@ -216,8 +216,6 @@ def run_peer(peer: str, backend: Any, corpus: Corpus, reps: int, expected: dict[
     longer than ``SLOW_CALL``, by that one call alone (the row's note says so). Rows
     that are the same peer call (its grep has no files/content modes) share it.
     """
-    from bench.run import READ_PATH
-
     calls = peer_calls(backend, corpus.files[READ_PATH])
     samples: dict[str, list[float]] = {}
     notes: dict[str, str] = {}

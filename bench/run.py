@@ -42,13 +42,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench import floors, sections
-from bench.corpus import COMMON, RARE, REGEX, REGEX_NO_LITERAL, Corpus, generate
+from bench.corpus import COMMON, RARE, READ_PATH, REGEX, REGEX_NO_LITERAL, Corpus, generate
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.paths import scope_name
 
 SCOPE = scope_name("agent", "bench")
 UNCAPPED = 10**9  # grep -r prints every match; so does the store here
-READ_PATH = "/knowledge/reference-4k.md"
 C_LOCALE = {**os.environ, "LC_ALL": "C"}
 
 Fn = Callable[[], Any]

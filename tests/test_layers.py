@@ -1,5 +1,11 @@
 """The layering of ARCHITECTURE.md, enforced: who may import whom, and no cycles.
 
+The packages are discovered, not listed: every package of pyproject's
+``package-dir`` (``memagent`` and the folders mapped under it) and every other
+top-level folder with an ``__init__.py`` (``bench``, ``tests``, any new one), with
+every folder of Python files below them. Each discovered package must be named in
+``LAYERS``, so a new package fails here, by name, until it is given a layer.
+
 Imports are read from the source (every ``import`` statement, including those
 inside functions, but not those under ``if TYPE_CHECKING:``, which never run), so
 a lazy import cannot hide a forbidden edge. A second check imports each layer in
@@ -12,26 +18,54 @@ import ast
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Repository folder -> import package (pyproject's package-dir).
-FOLDERS = {"vfs": "memagent.vfs", "validators": "memagent.validators", "agent": "memagent.agent",
-           "integrations": "memagent.integrations"}
 UI_LIBS = ("click", "rich", "prompt_toolkit")
 
 
-def _modules() -> Iterator[tuple[str, Path]]:
-    for folder, package in FOLDERS.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = path.relative_to(ROOT / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            if "migrations" in parts:
-                continue  # Alembic scripts: frozen schema, loaded by Alembic
-            yield ".".join([package, *parts]), path
+def package_roots(root: Path) -> dict[str, Path]:
+    """Top-level import package -> its folder: pyproject's package-dir, then unmapped package folders."""
+    config = tomllib.loads((root / "pyproject.toml").read_text("utf-8"))
+    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+    roots = {package: (root / folder).resolve() for package, folder in mapping.items()}
+    # Only the top-level names: "memagent.vfs" is found again as a folder of "memagent".
+    mapped = set(roots.values())
+    for folder in sorted(root.iterdir()):
+        if (folder.is_dir() and not folder.name.startswith(".") and (folder / "__init__.py").is_file()
+                and folder.resolve() not in mapped):
+            roots[folder.name] = folder.resolve()
+    return roots
+
+
+def discover(root: Path) -> dict[str, Path]:
+    """Every module of every discovered package: dotted name -> file."""
+    roots = package_roots(root)
+    # A folder mapped to a package of its own is walked as that package, never as a child.
+    owner = {folder: package for package, folder in roots.items()}
+    found: dict[str, Path] = {}
+
+    def walk(package: str, folder: Path) -> None:
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.suffix == ".py":
+                name = package if path.name == "__init__.py" else f"{package}.{path.stem}"
+                found[name] = path
+            elif (path.is_dir() and path.resolve() not in owner and not path.name.startswith((".", "__"))
+                  and (folder != root or (path / "__init__.py").is_file())):
+                # At the repository root only package folders count (scripts/ is not one).
+                walk(f"{package}.{path.name}", path)
+
+    for package, folder in roots.items():
+        walk(package, folder)
+    return found
+
+
+def packages(modules: dict[str, Path]) -> set[str]:
+    """The packages (folders of Python files, with or without ``__init__.py``) holding ``modules``."""
+    return {name if path.name == "__init__.py" else name.rsplit(".", 1)[0] for name, path in modules.items()}
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -69,15 +103,21 @@ def _imports(module: str, path: Path) -> set[str]:
     return found
 
 
-MODULES = dict(_modules())
+MODULES = discover(ROOT)
+PACKAGES = packages(MODULES)
 GRAPH = {m: {i for i in _imports(m, p) if i in MODULES} for m, p in MODULES.items()}
 EXTERNAL = {m: {i.split(".")[0] for i in _imports(m, p) if not i.startswith("memagent")}
             for m, p in MODULES.items()}
 
 # The layers, bottom first. A module belongs to the longest prefix that names it.
+# Every discovered package is a key here (test_every_package_has_a_layer).
 LAYERS = {
+    "memagent": "root",  # the distribution's package: a docstring and __version__
+    "memagent.skills_templates": "templates",  # starter memory as package data, read by importlib.resources
     "memagent.validators": "validators",
     "memagent.vfs": "vfs",
+    "memagent.vfs.migrations": "vfs",
+    "memagent.vfs.migrations.versions": "vfs",
     "memagent.agent.model": "model",
     "memagent.agent.mcp": "mcp",
     "memagent.agent.tools": "tools",
@@ -88,8 +128,15 @@ LAYERS = {
     "memagent.agent.serve": "serve",
     "memagent.agent.cli": "cli",
     "memagent.integrations": "integrations",
+    "bench": "bench",
+    "tests": "tests",
+    "tests.mcp_servers": "tests",
 }
+PRODUCT = {"validators", "vfs", "model", "mcp", "tools", "core", "formats", "chat", "serve", "cli",
+           "integrations", "templates"}
 MAY_IMPORT = {
+    "root": set(),
+    "templates": set(),
     "validators": set(),
     "vfs": {"validators"},
     "model": set(),
@@ -98,15 +145,21 @@ MAY_IMPORT = {
     "core": {"model", "mcp", "tools", "vfs", "validators"},
     "formats": {"vfs", "validators"},
     # Adapters for other programs (Anthropic memory tool, deepagents): the store and its
-    # validators only. No layer lists them, so nothing in memagent imports an adapter.
+    # validators only. Only bench and tests list them, so nothing in memagent imports an adapter.
     "integrations": {"vfs", "validators"},
     "chat": {"core", "mcp", "model", "tools", "vfs", "validators"},
     # The MCP server is a front end beside the chat; neither imports the other.
     "serve": {"core", "mcp", "tools", "vfs", "validators"},
     "cli": {"chat", "core", "formats", "mcp", "model", "serve", "tools", "vfs", "validators"},
+    # The benchmarks measure the product (and hold the Messages API double the tests use too);
+    # they never import the tests, which sit above them.
+    "bench": PRODUCT,
+    "tests": PRODUCT | {"bench"},
 }
-# Where click, rich and prompt_toolkit may appear (the front ends only).
-UI_ALLOWED = {"chat": {"rich", "prompt_toolkit"}, "cli": {"click", "rich"}}
+# ``memagent`` itself (its __version__) is the package every module lives in: any layer may read it.
+ANYONE_MAY_IMPORT = {"root"}
+# Where click, rich and prompt_toolkit may appear (the front ends, and the tests that drive them).
+UI_ALLOWED = {"chat": {"rich", "prompt_toolkit"}, "cli": {"click", "rich"}, "tests": set(UI_LIBS)}
 
 
 def layer(module: str) -> str:
@@ -120,10 +173,39 @@ def test_the_layers_cover_every_module() -> None:
     assert {layer(m) for m in MODULES} >= set(MAY_IMPORT) - {"formats"}
 
 
+def test_discovery_finds_every_top_level_package() -> None:
+    assert {"memagent", "memagent.vfs", "memagent.validators", "memagent.agent", "memagent.integrations",
+            "memagent.agent.chat", "bench", "tests"} <= PACKAGES
+    assert "bench.corpus" in MODULES and "tests.conftest" in MODULES
+    assert not any(m.startswith("memagent.bench") or m.startswith("memagent.tests") for m in MODULES)
+
+
+def test_every_package_has_a_layer() -> None:
+    missing = sorted(PACKAGES - set(LAYERS))
+    assert not missing, (f"no layer for {missing}: add each to LAYERS in tests/test_layers.py "
+                         "(and to ARCHITECTURE.md's layer table)")
+    stale = sorted(set(LAYERS) - PACKAGES)
+    assert not stale, f"LAYERS names packages that no longer exist: {stale}"
+    assert set(LAYERS.values()) == set(MAY_IMPORT)
+
+
+def test_a_new_package_is_discovered(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.setuptools]\npackage-dir = { "pkg" = ".", "pkg.core" = "core" }\n', "utf-8")
+    for rel in ("__init__.py", "core/__init__.py", "core/deep/mod.py", "extra/__init__.py", "extra/x.py",
+                "scripts/tool.py", ".hidden/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("", "utf-8")
+    found = discover(tmp_path)
+    assert sorted(found) == ["extra", "extra.x", "pkg", "pkg.core", "pkg.core.deep.mod"]
+    assert packages(found) == {"extra", "pkg", "pkg.core", "pkg.core.deep"}
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_go_down_the_layers(module: str) -> None:
     mine = layer(module)
-    bad = sorted(i for i in GRAPH[module] if layer(i) != mine and layer(i) not in MAY_IMPORT[mine])
+    bad = sorted(i for i in GRAPH[module] if layer(i) != mine
+                 and layer(i) not in MAY_IMPORT[mine] | ANYONE_MAY_IMPORT)
     assert not bad, f"{module} ({mine}) may not import {bad} ({[layer(b) for b in bad]})"
 
 
