@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import ReadOnly
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
-from tests.fake_messages_api import FakeMessagesAPI
 
 
 def text(t: str) -> list[dict[str, Any]]:

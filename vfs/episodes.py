@@ -1,19 +1,18 @@
-"""Episodic memory: each thread of an agent rendered as one Markdown file.
+"""Episodic memory: how each thread of an agent is rendered as one Markdown file.
 
 The files live in the ``files`` table under scope ``conversations:<agent>``, so ls,
 glob, grep and read answer them with the store's own queries and indexes (the
 trigram index included); ``AgentView`` mounts that scope read-only at
-``/conversations/``. ``ThreadStore`` keeps them up to date as messages are
-appended: each message is rendered once and appended to its file's content in
-the database, never by re-rendering the thread.
+``/conversations/``. This module only renders (the one place that turns a message
+into text); ``conversation_files`` is the only writer of those rows and says what
+their ``version`` means (the seq of the last message shown, not a revision), and
+``ThreadStore`` decides when they are written.
 
 Invariants:
 - A conversation file is a projection of the ``messages`` table, which stays the
-  record: it is derived data, so it gets no revision rows (one per message would
-  store the thread's text once per message), and nothing but ``ThreadStore`` writes
-  it. ``files.version`` of a conversation file is the seq of the last message
-  rendered into it, so a file that missed a message (a crash between the two
-  statements) is rendered again from the messages, whole, at the next append.
+  record: derived data, so it gets no revision rows and no validation.
+- Rendering is a pure function of a message's row (role, content, time, state):
+  rendering a thread piece by piece gives the same text as rendering it at once.
 - The path is fixed when the thread's first message arrives:
   ``/<YYYY-MM-DD>-<slug of the title>-<first 8 characters of the id>.md``.
 - What is rendered: the title, date and thread id; each user and assistant text;
@@ -26,11 +25,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-SCOPE_PREFIX = "conversations:"
+from memagent.vfs import paths
+
 _SLUG_WORDS = 6
 _SLUG_CHARS = 48
 _ARGS_CHARS = 160
@@ -39,7 +38,7 @@ _EDIT = re.compile(r"^(Wrote|Edited|Deleted) (\S+) \(now version (\d+)\)")
 
 def scope_of(agent: str) -> str:
     """The store scope that holds ``agent``'s conversation files."""
-    return SCOPE_PREFIX + agent
+    return paths.scope_name("conversations", agent)
 
 
 def slug(title: str) -> str:
@@ -116,14 +115,10 @@ def render_message(role: str, content: Any, at: datetime, *, state: str | None =
     if lines:
         out += ("\n" if texts else "") + "\n".join(lines) + "\n"
     if state == "failed":
-        out += "\n_(the model request for this turn failed; it was not answered)_\n"
+        out += failed_note()
     return out
 
 
-def render_thread(head: str, rows: Iterable[tuple[str, Any, datetime, str | None]]) -> str:
-    """The whole file: ``head`` then every (role, content, created_at, state) message."""
-    return head + "".join(render_message(role, content, at, state=state) for role, content, at, state in rows)
-
-
 def failed_note() -> str:
+    """What a failed turn's rendering ends with."""
     return "\n_(the model request for this turn failed; it was not answered)_\n"

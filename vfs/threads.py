@@ -12,13 +12,20 @@ Invariants:
 - A thread's title is set with its first message: the caller's ``title`` (a label
   for a built-in prompt such as /remember) or a short form of the user's first
   request (its first sentence, cut at a word boundary), never a built-in prompt.
-- Each thread has a Markdown file in scope ``conversations:<agent>``
-  (``vfs/episodes.py``), its path fixed with the first message. Appending only marks
-  the thread ``stale``; ``sync``/``sync_stale`` render the messages the file does
-  not show yet and append them to it, so a thread is rendered once, piece by piece,
-  when someone looks at ``/conversations/`` (``AgentView`` calls ``sync_stale``),
-  never once per message (rewriting a long thread's file per message would cost
-  its whole size each time) and never all threads per call.
+- Each thread has a Markdown file in scope ``conversations:<agent>``, its path
+  fixed with the first message; ``vfs/conversation_files.py`` is its only writer
+  (what its ``version`` means is said there) and ``vfs/episodes.py`` renders it.
+  Appending only marks the thread ``stale``; ``sync``/``sync_stale`` render the
+  messages the file does not show yet and append them to it, so a thread is
+  rendered once, piece by piece, when someone looks at ``/conversations/``
+  (``AgentView`` calls ``sync_stale``), never once per message (rewriting a long
+  thread's file per message would cost its whole size each time); ``sync_stale``
+  renders many threads per statement. A change to a message the file already shows
+  (``replace_last``, ``mark_failed``) brings the file back to a whole render in the
+  same transaction.
+- Whoever writes a conversation file holds its thread's row lock (Postgres ``FOR
+  UPDATE``; SQLite's write lock), so concurrent renders of one thread queue, and
+  the writer's compare-and-set on ``version`` refuses any that read an older state.
 """
 
 from __future__ import annotations
@@ -26,22 +33,24 @@ from __future__ import annotations
 import builtins
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
-from memagent.vfs import episodes
+from memagent.vfs import conversation_files, episodes
 from memagent.vfs.db import WRITE
 from memagent.vfs.errors import VfsError
 from memagent.vfs.models import events, files, messages, thread_summaries, threads
 
 TITLE_CHARS = 60
 FAILED = "failed"
+# Threads rendered per transaction by ``sync_stale``.
+SYNC_CHUNK = 500
 
 
 def _now() -> datetime:
@@ -181,7 +190,9 @@ class ThreadStore:
         for attempt in (1, 2):
             seq = self._next_seq.get(thread_id) or self._last_seq(thread_id) + 1
             try:
-                with self._small_write() as conn:
+                # The first message also fixes the file's path: one transaction, so a
+                # message is never stored without the path its file will have.
+                with self._small_write() if seq != 1 else self._locked() as conn:
                     conn.execute(insert(messages).values(
                         thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
                         usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
@@ -214,26 +225,23 @@ class ThreadStore:
         return int(last or 0)
 
     def replace_last(self, thread_id: str, message: dict[str, Any]) -> None:
-        with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+        with self._locked() as conn:
+            agent = self._lock(conn, [thread_id]).get(thread_id)
             seq = conn.scalar(select(func.max(messages.c.seq)).where(messages.c.thread_id == thread_id))
             conn.execute(update(messages).where(messages.c.thread_id == thread_id,
                                                 messages.c.seq == seq)
                          .values(content=message["content"]))
+            if agent is not None and seq is not None:
+                self._rerender_if_shown(conn, agent, thread_id, seq)
 
     def mark_failed(self, thread_id: str, seq: int) -> None:
         """Keep message ``seq`` (a user turn whose request failed) out of the conversation."""
-        with self._small_write() as conn:
+        with self._locked() as conn:
+            agent = self._lock(conn, [thread_id]).get(thread_id)
             conn.execute(update(messages).where(messages.c.thread_id == thread_id, messages.c.seq == seq)
                          .values(state=FAILED))
-            meta = self._thread_meta(conn, thread_id)
-            if meta is not None and meta.path is not None:
-                # Already rendered without the mark: add it (later renders read ``state``).
-                note = episodes.failed_note()
-                conn.execute(update(files)
-                             .where(files.c.scope == episodes.scope_of(meta.agent), files.c.path == meta.path,
-                                    files.c.version >= seq)
-                             .values(content=files.c.content + note,
-                                     size=files.c.size + len(note.encode("utf-8"))))
+            if agent is not None:
+                self._rerender_if_shown(conn, agent, thread_id, seq)
 
     # -- summaries ------------------------------------------------------------------
 
@@ -278,57 +286,135 @@ class ThreadStore:
             self._meta[thread_id] = meta
         return meta
 
+    # The conversation file is written by ``conversation_files`` only; these methods
+    # decide when. Every one holds the thread rows' lock (``_locked`` + ``_lock``), so two
+    # processes rendering the same thread queue instead of both appending.
+
+    @contextmanager
+    def _locked(self) -> Iterator[Connection]:
+        """A write transaction in which ``_lock`` holds thread rows until it ends."""
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.begin() as conn:
+                yield conn
+        else:
+            # BEGIN IMMEDIATE already serialises every writer of the database.
+            with self._sqlite_write() as conn:
+                yield conn
+
+    @staticmethod
+    def _lock(conn: Connection, ids: Iterable[str], *, stale_only: bool = False) -> dict[str, str]:
+        """Lock the threads ``ids`` (in id order, so two lockers never deadlock): id -> agent."""
+        q = select(threads.c.id, threads.c.agent).where(threads.c.id.in_(list(ids)))
+        if stale_only:
+            q = q.where(threads.c.stale.is_(True))
+        rows = conn.execute(q.order_by(threads.c.id).with_for_update()).all()
+        return {r.id: r.agent for r in rows}
+
     def sync(self, thread_id: str) -> None:
         """Render the messages the thread's file does not show yet, and append them to it."""
-        with self._small_write() as conn:
-            meta = self._thread_meta(conn, thread_id)
-            if meta is None:
-                return
-            if meta.path is None:
-                meta.path = conn.scalar(select(threads.c.conversation_path).where(threads.c.id == thread_id))
-            if meta.path is None:
-                return  # no message yet
-            scope = episodes.scope_of(meta.agent)
-            where = (files.c.scope == scope, files.c.path == meta.path)
-            have = conn.scalar(select(files.c.version).where(*where))
-            rows = conn.execute(
-                select(messages.c.seq, messages.c.role, messages.c.content, messages.c.created_at,
-                       messages.c.state)
-                .where(messages.c.thread_id == thread_id, messages.c.seq > (have or 0))
-                .order_by(messages.c.seq)).all()
-            at = _now()
-            if rows:
-                last = rows[-1].seq
-                piece = episodes.render_thread("", ((r.role, r.content, r.created_at, r.state) for r in rows))
-                if have is None:
-                    title = conn.scalar(select(threads.c.title).where(threads.c.id == thread_id)) or ""
-                    content = self._header(meta, thread_id, title) + piece
-                    conn.execute(insert(files).values(
-                        scope=scope, path=meta.path, content=content, size=len(content.encode("utf-8")),
-                        sha256=None, version=last, deleted=False, created_at=at, updated_at=at))
-                else:
-                    conn.execute(update(files).where(*where, files.c.version == have).values(
-                        content=files.c.content + piece, size=files.c.size + len(piece.encode("utf-8")),
-                        version=last, updated_at=at))
-                have = last
-            # Not stale any more, unless a message arrived meanwhile.
-            newer = select(messages.c.id).where(messages.c.thread_id == thread_id,
-                                                 messages.c.seq > (have or 0)).exists()
-            conn.execute(update(threads).where(threads.c.id == thread_id, ~newer).values(stale=False))
+        with self._locked() as conn:
+            agent = self._lock(conn, [thread_id]).get(thread_id)
+            if agent is not None:
+                self._render(conn, agent, [thread_id])
 
     def sync_stale(self, agent: str) -> int:
-        """Bring every conversation file of ``agent`` up to date; returns how many changed."""
+        """Bring every conversation file of ``agent`` up to date; returns how many changed.
+
+        In chunks of ``SYNC_CHUNK`` threads, each one transaction of a few statements
+        (lock, state, messages, insert, append, un-stale), so a first look at thousands
+        of new threads costs a few round trips per chunk, not per thread.
+        """
         with self.engine.connect() as conn:
             ids = list(conn.scalars(select(threads.c.id).where(threads.c.agent == agent,
                                                                 threads.c.stale.is_(True))))
-        for tid in ids:
-            self.sync(tid)
-        return len(ids)
+        done = 0
+        for at in range(0, len(ids), SYNC_CHUNK):
+            with self._locked() as conn:
+                # Another process may have rendered some meanwhile: only those still stale.
+                locked = self._lock(conn, ids[at:at + SYNC_CHUNK], stale_only=True)
+                if locked:
+                    self._render(conn, agent, sorted(locked))
+                done += len(locked)
+        return done
 
-    @staticmethod
-    def _header(meta: _Meta, thread_id: str, title: str) -> str:
-        return episodes.header(title=title, thread_id=thread_id, agent=meta.agent, model=meta.model,
-                               created_at=meta.created_at)
+    def _rerender_if_shown(self, conn: Connection, agent: str, thread_id: str, seq: int) -> None:
+        """Message ``seq`` changed: bring the file back to a whole render if it shows it.
+
+        The common case, a failed mark on the file's last message, only appends what
+        the mark adds to that message's rendering; anything else renders the thread
+        again (rare: an interrupted turn merged into a message the file shows).
+        """
+        path = conn.scalar(select(threads.c.conversation_path).where(threads.c.id == thread_id))
+        have = None if path is None else conversation_files.state(conn, agent, path)
+        if path is None or have is None or have.upto < seq:
+            return  # not shown yet: the next render reads the message as it is now
+        if have.upto == seq:
+            row = conn.execute(select(messages.c.role, messages.c.content, messages.c.created_at,
+                                      messages.c.state)
+                               .where(messages.c.thread_id == thread_id, messages.c.seq == seq)).one()
+            was = episodes.render_message(row.role, row.content, row.created_at)
+            now = episodes.render_message(row.role, row.content, row.created_at, state=row.state)
+            extra = now[len(was):]
+            if now.startswith(was) and conversation_files.fit(have.size, extra) == extra:
+                # Same bytes as a whole render: the message's piece was whole (the
+                # file is not cut) and its rendering only grew at the end.
+                if extra:
+                    conversation_files.append_one(conn, agent, conversation_files.Grow(
+                        path, extra, have, seq))
+                return
+        self._render(conn, agent, [thread_id], whole=True)
+
+    def _render(self, conn: Connection, agent: str, ids: Sequence[str], *, whole: bool = False) -> None:
+        """Render the locked threads ``ids`` of ``agent`` into their files, and un-stale them.
+
+        ``whole``: render every message again and replace the content (a shown message
+        changed); otherwise only the messages after the file's ``upto`` are appended.
+        """
+        scope = episodes.scope_of(agent)
+        on_file = and_(files.c.scope == scope, files.c.path == threads.c.conversation_path)
+        heads = {r.id: r for r in conn.execute(
+            select(threads.c.id, threads.c.title, threads.c.model, threads.c.created_at,
+                   threads.c.conversation_path, files.c.version, files.c.size)
+            .select_from(threads.outerjoin(files, on_file))
+            .where(threads.c.id.in_(ids), threads.c.conversation_path.is_not(None)))}
+        if not heads:
+            return
+        shown = func.coalesce(files.c.version, 0) if not whole else literal(0)
+        pending: dict[str, list[conversation_files.Message]] = {}
+        for r in conn.execute(
+                select(messages.c.thread_id, messages.c.seq, messages.c.role, messages.c.content,
+                       messages.c.created_at, messages.c.state)
+                .select_from(messages.join(threads, threads.c.id == messages.c.thread_id)
+                             .outerjoin(files, on_file))
+                .where(threads.c.id.in_(list(heads)), messages.c.seq > shown)
+                .order_by(messages.c.thread_id, messages.c.seq)):
+            pending.setdefault(r.thread_id, []).append(
+                conversation_files.Message(r.seq, r.role, r.content, r.created_at, r.state))
+        new: list[conversation_files.New] = []
+        grow: list[conversation_files.Grow] = []
+        for tid, rows in pending.items():
+            h = heads[tid]
+            upto = rows[-1].seq
+            if h.version is None or whole:
+                content = conversation_files.render_whole(conversation_files.header(
+                    title=h.title, thread_id=tid, agent=agent, model=h.model, created_at=h.created_at),
+                    rows)
+                if h.version is None:
+                    new.append(conversation_files.New(h.conversation_path, content, upto))
+                else:
+                    conversation_files.replace(conn, agent, h.conversation_path, content,
+                                               have=conversation_files.Shown(h.version, h.size), upto=upto)
+            else:
+                have = conversation_files.Shown(h.version, h.size)
+                grow.append(conversation_files.Grow(
+                    h.conversation_path, conversation_files.render_pieces(have.size, rows), have, upto))
+        conversation_files.create(conn, agent, new)
+        conversation_files.append(conn, agent, grow)
+        # Not stale any more, unless a message arrived that the file does not show.
+        upto_now = (select(files.c.version).where(on_file).scalar_subquery())
+        newer = select(messages.c.id).where(messages.c.thread_id == threads.c.id,
+                                             messages.c.seq > func.coalesce(upto_now, 0)).exists()
+        conn.execute(update(threads).where(threads.c.id.in_(list(heads)), ~newer).values(stale=False))
 
     # -- events and usage ---------------------------------------------------------------
 
