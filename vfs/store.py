@@ -58,6 +58,7 @@ from memagent.vfs.errors import (
     IsADirectory,
     NotFound,
     RevisionNotFound,
+    StaleVersion,
     ValidationFailed,
     VfsError,
 )
@@ -168,7 +169,8 @@ class Store(Protocol):
     def validate(self, path: str, content: str, *, shown: str | None = None) -> None: ...
     def generation(self, *scopes: str) -> int: ...
     def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
-                   approval: Approval = "cli", message: str = "", origin: Origin | None = None) -> list[Change]: ...
+                   approval: Approval = "cli", message: str = "", origin: Origin | None = None,
+                   expected_versions: Mapping[str, int] | None = None, create: bool = False) -> list[Change]: ...
     def close(self) -> None: ...
 
 
@@ -224,13 +226,10 @@ class SqlStore:
         start = bulk.normalize_batch(files or {})
         for path, content in start.items():
             self.validate(path, content)
-        try:
-            with self._write() as conn:
-                conn.execute(insert(agents).values(name=name, created_at=now()))
-                bulk.write_batch(conn, f"agent:{name}", start, author=author, approval=approval,
-                                 message="init", origin=Origin("init") if author == "cli" else None)
-        except IntegrityError:
-            raise AlreadyExists(f"agent {name!r} already exists; pick another name") from None
+        with self._write() as conn:
+            _insert_agent(conn, name)
+            bulk.write_batch(conn, f"agent:{name}", start, author=author, approval=approval,
+                             message="init", origin=Origin("init") if author == "cli" else None)
 
     def list_agents(self) -> list[str]:
         with self._read() as conn:
@@ -740,18 +739,56 @@ class SqlStore:
         return Change(path, version, None if row.deleted else row.content, rev.content)
 
     def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
-                   approval: Approval = "cli", message: str = "", origin: Origin | None = None) -> list[Change]:
+                   approval: Approval = "cli", message: str = "", origin: Origin | None = None,
+                   expected_versions: Mapping[str, int] | None = None, create: bool = False) -> list[Change]:
         """Create or overwrite many files in one transaction, one revision each.
 
         All or nothing: every path and content is checked first (see ``vfs.bulk``).
+        ``expected_versions`` (path -> the version the caller read, 0 for no file)
+        makes the batch versioned: if any file named there changed, appeared or was
+        deleted since, ``bulk.ChangedSince`` names it and nothing is stored.
+        ``create`` creates the agent of the scope (``agent:<name>``) in the same
+        transaction (``AlreadyExists`` if it exists), so an interrupted import leaves
+        either no agent or the agent with all its files.
         Returns the changes in path order.
         """
         batch = bulk.normalize_batch(files)
+        expected = None if expected_versions is None else bulk.normalize_expected(expected_versions, batch)
+        name = _agent_of(scope) if create else None
         for path in sorted(batch):
             self.validate(path, batch[path])
-        with self._write() as conn:
-            return bulk.write_batch(conn, scope, batch, author=author, approval=approval, message=message,
-                                    origin=origin)
+        try:
+            with self._write() as conn:
+                if name is not None:
+                    _insert_agent(conn, name)
+                return bulk.write_batch(conn, scope, batch, author=author, approval=approval, message=message,
+                                        origin=origin, expected=expected)
+        except (StaleVersion, IntegrityError):
+            if expected is None:
+                raise
+            # A writer committed between the batch's check and its write (or ChangedSince
+            # itself): name the files that moved, as they are now.
+            with self._read() as conn:
+                changed = bulk.find_drifts(conn, scope, expected)
+            if changed:
+                raise bulk.ChangedSince(changed) from None
+            raise
+
+
+def _agent_of(scope: str) -> str:
+    """The agent name of an ``agent:<name>`` scope (bulk_write's ``create``)."""
+    kind, _, name = scope.partition(":")
+    if kind != "agent":
+        raise VfsError(f"only an agent can be created with its files; {scope!r} is not an agent's scope")
+    return check_agent_name(name)
+
+
+def _insert_agent(conn: Connection, name: str) -> None:
+    """Insert the agent row inside the caller's write transaction (files follow in it)."""
+    try:
+        conn.execute(insert(agents).values(name=name, created_at=now()))
+    except IntegrityError:
+        raise AlreadyExists(f"agent {name!r} already exists; pick another name") from None
 
 
 class _Head(NamedTuple):

@@ -10,6 +10,11 @@ Invariants:
   before anything is stored, shows a preview (and a diff per changed file of an
   existing agent), asks unless ``--yes``, then stores all of it or nothing in one
   ``bulk_write`` with author ``import`` and a message naming the source.
+- The write happens at the versions the preview showed: the preview records, for
+  every destination file, the version it read (0: no file), and a file changed,
+  created or deleted since (by a chat, another command...) refuses the import by
+  name with nothing stored. A new agent is created in that same transaction, so an
+  import killed at any point leaves no agent or the agent with all its files.
 - Errors are one line ``memagent: ...`` (plus one line per refused entry or
   problem) with exit status 1; nothing is stored or written then.
 - A progress bar appears on a terminal only when the work takes over a second;
@@ -24,6 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -50,8 +56,9 @@ from memagent.agent.formats.base import RESERVED_PREFIXES, check_output_path
 from memagent.agent.formats.mcp import read_tools_json
 from memagent.agent.formats.probe import probe
 from memagent.vfs import paths
-from memagent.vfs.errors import InvalidPath, ValidationFailed
-from memagent.vfs.store import check_agent_name
+from memagent.vfs.bulk import ChangedSince
+from memagent.vfs.errors import AlreadyExists, InvalidPath, NotFound, ValidationFailed
+from memagent.vfs.store import SqlStore, Store, check_agent_name
 
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -323,8 +330,7 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
     _check_tree(files)
     store, scope = ctx.store, f"agent:{agent}"
     exists = agent in store.list_agents()
-    current = {i.path for i in store.all_files(scope)} if exists else set()
-    before = {p: store.read(scope, p).content for p in files if p in current}
+    before, seen = _snapshot(store, scope, files) if exists else ({}, dict.fromkeys(files, 0))
     bar = Progress("validating", len(files))
     problems: list[str] = []
     try:
@@ -357,13 +363,73 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
         except click.Abort:
             click.echo()
             fail("import cancelled; nothing was stored (pass --yes to import without asking)")
-    if not exists:
-        store.create_agent(agent)
-    store.bulk_write(scope, changed, author="import", approval="cli",
-                     message=f"import from {source.name or source} ({fmt.name})")
+    _test_stop_points(store)
+    try:
+        store.bulk_write(scope, changed, author="import", approval="cli",
+                         message=f"import from {source.name or source} ({fmt.name})",
+                         expected_versions=seen, create=not exists)
+    except ChangedSince as exc:
+        first = exc.drifts[0]
+        more = f" (and {len(exc.drifts) - 1} more file(s))" if len(exc.drifts) > 1 else ""
+        fail(f"{first.path} changed since the preview ({first.describe()}){more}; nothing was stored; "
+             "run the import again")
+    except AlreadyExists:
+        fail(f"agent {agent!r} was created since the preview; nothing was stored; run the import again")
     size = sum(len(c.encode("utf-8")) for c in changed.values())
     click.echo(f"imported {len(changed)} files ({human(size)}) into agent {agent!r} from {source} ({fmt.name}) "
                f"in {time.monotonic() - started:.1f} s")
+
+
+def _snapshot(store: Store, scope: str, files: Mapping[str, str]) -> tuple[dict[str, str], dict[str, int]]:
+    """What the preview shows of an existing agent: the content and version of each destination file.
+
+    Content and version come from one read each, so the diff shown is the version
+    the write will insist on; a file deleted after the listing counts as absent (0).
+    """
+    live = {i.path for i in store.all_files(scope)}
+    before: dict[str, str] = {}
+    seen = dict.fromkeys(files, 0)
+    for path in files:
+        if path in live:
+            try:
+                found = store.read(scope, path)
+            except NotFound:
+                continue
+            before[path], seen[path] = found.content, found.version
+    return before, seen
+
+
+STOP_AT = "MEMAGENT_TEST_IMPORT_STOP_AT"
+
+
+def _test_stop_points(store: SqlStore) -> None:
+    """Test-only: with ``MEMAGENT_TEST_IMPORT_STOP_AT=N``, stop before the Nth database step of the write.
+
+    The steps are the SQL statements and the commit that this thread runs from here
+    on (the background index merge runs on its own thread and is not counted). At
+    step N the process prints ``stopped at step N`` to stderr and waits forever, so a
+    test can SIGKILL it at a known point of the transaction; tests/test_import_versions.py
+    kills an import at every step this way.
+    """
+    raw = os.environ.get(STOP_AT)
+    if not raw:
+        return
+    from sqlalchemy import event
+
+    stop, steps, me = int(raw), 0, threading.get_ident()
+
+    def step(*_args: object, **_kwargs: object) -> None:
+        nonlocal steps
+        if threading.get_ident() != me:
+            return
+        steps += 1
+        if steps == stop:
+            sys.stderr.write(f"stopped at step {steps}\n")
+            sys.stderr.flush()
+            threading.Event().wait()  # until the test kills the process
+
+    event.listen(store.engine, "before_cursor_execute", step)
+    event.listen(store.engine, "commit", step)
 
 
 def _clean(files: Mapping[str, str], notes: list[Note]) -> dict[str, str]:
