@@ -28,6 +28,7 @@ ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 HEX = "0123456789abcdef"
 B64 = ALNUM + "+/"
+DJANGO = "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)"
 
 
 def rand(alphabet: str, n: int, seed: int) -> str:
@@ -174,6 +175,41 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
         ),
     ),
     ("a Discord bot token", discord),
+    # Kinds added for issue 23 (each was missed by an earlier scanner, or is a common format).
+    ("an AWS session token", lambda: "aws_session_token = IQoJb3JpZ2lu" + "X2Vj" + rand(B64, 320, 90)),
+    ("an AWS session token", lambda: '"SessionToken": "FwoGZXIv' + "YXdzE" + rand(B64, 300, 91) + '"'),
+    ("a GitLab token", lambda: "gl" + "rt-" + rand(ALNUM + "-_", 20, 92)),
+    (
+        "a Slack app-level token",
+        lambda: "the token xa" + "pp-1-A" + rand(UPPER_DIGITS, 10, 93) + "-" + rand(string.digits, 13, 94) + "-"
+        + rand(HEX, 64, 95) + " in prose",
+    ),
+    ("a Stripe webhook secret", lambda: "signing secret wh" + "sec_" + rand(ALNUM, 32, 96) + "; verify"),
+    ("a Twilio API key", lambda: "key S" + "K" + rand(HEX, 32, 97) + " for the IVR"),
+    ("a Mailgun API key", lambda: "mailgun ke" + "y-" + rand(HEX, 32, 98)),
+    (
+        "a Discord webhook URL",
+        lambda: (
+            "https://discord.com/api/" + "webhooks/" + rand(string.digits, 18, 99) + "/" + rand(ALNUM + "-_", 68, 100)
+        ),
+    ),
+    ("an Atlassian API token", lambda: "ATA" + "TT3xFfGF0" + rand(ALNUM + "-_", 183, 101) + "=A1B2C3D4"),
+    ("a Notion integration token", lambda: "nt" + "n_" + rand(string.digits, 11, 102) + rand(ALNUM, 35, 103)),
+    ("a HashiCorp Vault token", lambda: "vault login hv" + "s." + rand(ALNUM + "-_", 90, 104)),
+    (
+        "a Terraform Cloud token",
+        lambda: 'token = "' + rand(ALNUM, 14, 105) + ".atlas" + "v1." + rand(ALNUM, 67, 106) + '"',
+    ),
+    ("an age secret key", lambda: "AGE-SECRET" + "-KEY-1" + rand("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58, 107)),
+    ("a Django secret key", lambda: "SECRET_KEY = 'django-" + "insecure-" + rand(DJANGO, 50, 108) + "'"),
+    ("a Django secret key", lambda: 'SECRET_KEY = "' + rand(DJANGO, 50, 109) + '"'),
+    ("a password inside a URL", lambda: "postgres://billing:Pass" + rand(ALNUM, 12, 110) + "@10.0.3.7:5432/billing"),
+    ("a password inside a URL", lambda: "redis://:" + rand(ALNUM, 24, 111) + "@cache:6379/0"),
+    ("a password on a command line", lambda: "mysql -u root -p'" + rand(ALNUM, 16, 112) + "' shop"),
+    ("a password on a command line", lambda: "mysql -uadmin -p" + rand(ALNUM, 16, 113) + " -h db"),
+    ("a password on a command line", lambda: "curl -u admin:" + rand(ALNUM, 18, 114) + " https://ci.example.com"),
+    ("a password on a command line", lambda: "sshpass -p '" + rand(ALNUM, 16, 115) + "' ssh root@10.0.0.5"),
+    ("a password on a command line", lambda: "docker login --password " + rand(ALNUM, 16, 116) + " registry"),
     ("a password, secret or token assigned in plain text", lambda: "DB_PASS" + "WORD=" + rand(ALNUM, 14, 71)),
     (
         "a password, secret or token assigned in plain text",
@@ -445,6 +481,8 @@ def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
     [
         *("a-", "a.", "sk-", "eyJ-", "x://a:", "glpat-", "xoxb-1", "-----BEGIN A ", "hf_a", "1:AA", "M.", "token"),
         *("token=", "a_password=a1", "AccountKey=a", "twilio_auth", "twilio_token=", "api", "pass_", "9" * 9 + ":AA"),
+        *("mysql -p", "mysql ", "curl -u a:", "curl ", "sshpass -p ", "--password=", "--a-", "--password '"),
+        *("x://:", "hvs.", "whsec_", "a.atlasv1.", "django-insecure-", "SECRET_KEY='", "key-", "SK"),
     ],
 )
 def test_scanning_crafted_input_stays_linear(unit: str) -> None:
@@ -532,6 +570,8 @@ NEAR_MISSES: list[str] = [
     ),
     *("secret_key_base=", "access_key:", "auth", "private", "credentials=", "=", "a1b2c3d4e5f6", "x" * 41 + "token="),
     *("pa\u017f\u017fword=", "to\u212aen=", "${X}", "changeme", "<password>"),
+    *("xapp-", "whsec_", "SKa", "key-", "hvs.", ".atlasv1.", "django-insecure-", "mysql", "curl", "sshpass", "--"),
+    *("-p", "-u", "nextPageToken=", "next_page_token: ", "redis://:", "IQoJb3JpZ2lu" + "X2Vj", "ATATT3", "ntn_"),
     # the (?i) rules: any case, and the non-ASCII letters (?i) takes for s, i and k
     *("aws", "AWS", "Aws_Secret_Access_Key", "secret", "SECRET_ACCESS_KEY", "secret access key", "aws-secret-key"),
     *('"SecretAccessKey": ', "authorization", "AUTHORIZATION: ", "Authorization=", "Bearer ", "token ", "basic "),
@@ -551,6 +591,10 @@ PREFIXES = [
     *("aws_secret_access_key=", "secret_access_key: ", "Authorization: Bearer ", "authorization=token "),
     *("AccountKey=", "SharedAccessKey=", "TWILIO_AUTH_TOKEN=", "twilio.token: ", "123456789:AA", "9876543210:AA"),
     *("DB_PASSWORD=", "password: ", '"api_key": "', "export GITHUB_TOKEN=", "MTIzNDU2Nzg5MDEyMzQ1Njc4.abcdef."),
+    *("IQoJb3JpZ2lu" + "X2Vj", "FwoGZXIv" + "YXdzE", "glrt-", "gldt-", "glptt-", "xapp-1-A", "whsec_", "SK", "key-"),
+    *("https://discord.com/api/webhooks/123456789012345678/", "ATATT3", "ntn_12345678901", "hvs.", "hvb."),
+    *("abcdefghijklmn.atlasv1.", "AGE-SECRET-KEY-1", "django-insecure-", "SECRET_KEY = '", "redis://:"),
+    *("mysql -p", "mysql -u root -p'", "curl -u a:", "curl --user a:'", "sshpass -p ", "--password ", "--api-key="),
 ]
 
 

@@ -8,11 +8,16 @@ Invariants:
   UUIDs, git SHAs, sha256 hex and base64 hashes must not match: a false alarm
   blocks a legitimate write and teaches the model to distrust the check.
 - Obvious placeholders (bodies made of x/X/*/0, AWS's documented ...EXAMPLE
-  keys, "password" in a URL, ``${VAR}`` references, ``changeme``) are not
+  keys, a URL password that is only a word such as ``password`` or ``pass123``
+  (one merely containing "pass" is real), ``${VAR}`` references, ``changeme``,
+  pagination cursors such as ``nextPageToken``) are not
   secrets; nor are well-known documentation examples (GitHub's example token,
   the jwt.io token, Azurite's emulator key, Telegram's example bot token),
   recognised by the SHA-256 of the value so this file holds none of them, nor a
   URL whose password equals its user name (``postgres:postgres@localhost``).
+- Passwords on a command line count (``mysql -pX``, ``curl -u user:X``,
+  ``sshpass -p X``, ``--password X``); a flag alone (``mysql -p``, ``curl -u user``)
+  makes the program prompt and is no secret.
 - The generic rule (a key named like a password, secret or token assigned a
   real-looking value, as in ``.env`` files) is reported only on lines where no
   specific rule fired, so one credential gives one problem.
@@ -126,9 +131,6 @@ def _mixed_body(m: re.Match[str], _: str) -> bool:
 
 
 _URL_PLACEHOLDERS = (
-    "pass",
-    "pwd",
-    "secret",
     "changeme",
     "example",
     "your",
@@ -140,12 +142,22 @@ _URL_PLACEHOLDERS = (
 )
 
 
+# A password that is only a word for "password" (user:password@, u:pass123@, :secret@) is a
+# documentation stand-in; a password merely *containing* such a word (Pass9xK2vQ) is real.
+_URL_PASSWORD_WORD = re.compile(
+    r"(?:my|your|the|some|db|user|app)?[-_]?(?:pass(?:word|wd)?|pwd|secret|token|changeme|admin|root|test)"
+    r"[-_]?\d{0,4}"
+)
+
+
 def _real_url_password(m: re.Match[str], _: str) -> bool:
     pw = m.group("s").lower()
     # user == password (postgres:postgres@localhost) is a trivial local login, not a secret.
     if pw == m.group("u").lower():
         return False
-    return not (pw[0] in "$<{[%" or any(p in pw for p in _URL_PLACEHOLDERS))
+    if pw[0] in "$<{[%" or _URL_PASSWORD_WORD.fullmatch(pw):
+        return False
+    return not any(p in pw for p in _URL_PLACEHOLDERS)
 
 
 def _b64_json(segment: str) -> object:
@@ -196,7 +208,8 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
     """A value that looks like a real credential, not a placeholder, a reference or code."""
     value = m.group("s")
     low = value.lower()
-    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/~.%&*@!=:#-+":
+    # ("!" may start a password; a YAML tag such as "!vault |" is followed by a space and too short.)
+    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/~.%&*@=:#-+":
         return False
     if _CODE_REFERENCE.fullmatch(value) or len(set(value)) < 5:  # settings.SECRET_KEY, aaaa1111
         return False
@@ -210,6 +223,46 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
     )
     has_letter, has_digit = any(c.isalpha() for c in value), any(c.isdigit() for c in value)
     return (has_letter and has_digit) or (len(value) >= 16 and classes >= 3)
+
+
+# A name ending with one of these before the word "token" names a pagination or sync
+# cursor (nextPageToken, continuationToken, sync_token): opaque, but no credential.
+_CURSOR_NAMES = ("page", "next", "continuation", "sync", "resume", "cursor", "start", "marker")
+
+
+def _real_assigned_secret(m: re.Match[str], text: str) -> bool:
+    before = text[max(0, m.start() - 16) : m.start()].lower().rstrip("_-.")
+    if before.endswith(_CURSOR_NAMES):
+        return False
+    return _real_assigned_value(m, text)
+
+
+def _real_bearer(m: re.Match[str], text: str) -> bool:
+    # A JWT in the header is judged as a JWT: jwt.io's example token is on countless pages.
+    if m.group("s").count(".") == 2 and m.group("s").startswith("eyJ") and not _not_jwt_io_example(m, text):
+        return False
+    return _mixed_body(m, text)
+
+
+def _real_command_password(m: re.Match[str], text: str) -> bool:
+    """A password given on a command line (mysql -pX, curl -u u:X, --password X): not a
+    variable, a placeholder or a word, and shaped like a password."""
+    value = m.group("s").strip("'\"")
+    if len(value) < 6 or value[0] in "$<{[%*" or _URL_PASSWORD_WORD.fullmatch(value.lower()):
+        return False
+    return not any(p in value.lower() for p in _VALUE_PLACEHOLDERS) and len(set(value)) >= 5
+
+
+def _django_key(m: re.Match[str], _: str) -> bool:
+    # startproject's keys draw from lower-case letters, digits and !@#$%^&*(-_=+); a real one
+    # mixes letters with digits or symbols, where a snake_case name does not.
+    key = m.group("s")
+    return any(c.isalpha() for c in key) and sum(not c.isalpha() for c in key) >= 5
+
+
+def _hex_mixed(m: re.Match[str], _: str) -> bool:
+    body = m.group("s")
+    return any(c.isdigit() for c in body) and any(c.isalpha() for c in body[-32:])
 
 
 _SCHEME_CHARS = string.ascii_lowercase + string.digits + "+.-"
@@ -295,11 +348,11 @@ _RULES: tuple[_Rule, ...] = (
             r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"
         ),
         _starts_folded("authorization"),
-        _mixed_body,
+        _real_bearer,
     ),
     _Rule(
         "a password inside a URL",
-        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://(?P<u>[^\s:/@\"'<>]+):(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
+        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://(?P<u>[^\s:/@\"'<>]*):(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
         # The scheme has no literal; the match starts where the run of scheme
         # characters before "://" starts (the look-behind forbids an earlier
         # start, and ':' cannot be part of a scheme, so this "://" is the first).
@@ -342,6 +395,90 @@ _RULES: tuple[_Rule, ...] = (
         _starts("MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT"),
         _discord_user_id,
     ),
+    _prefixed(
+        "an AWS session token",
+        # Session tokens are base64 of a fixed binary header: these are its two current openings.
+        ("IQoJb3JpZ2luX2Vj", "FwoGZXIvYXdzE"),
+        r"[A-Za-z0-9+/]{100,}",
+    ),
+    _prefixed(
+        "a GitLab token", ("glrt-", "gldt-", "glptt-", "glcbt-", "glsoat-", "glft-", "glimt-"), r"[A-Za-z0-9_-]{20,}"
+    ),
+    _Rule(
+        "a Slack app-level token",
+        re.compile(r"\b(?P<s>xapp-\d-[A-Z0-9]{8,}-\d{8,}-[a-f0-9]{32,})"),
+        _starts("xapp-"),
+    ),
+    _prefixed("a Stripe webhook secret", ("whsec_",), r"[A-Za-z0-9+/]{24,}", _has_digit),
+    _prefixed("a Twilio API key", ("SK",), r"[0-9a-f]{32}\b", _hex_mixed),
+    _prefixed("a Mailgun API key", ("key-",), r"[0-9a-f]{32}\b", _hex_mixed),
+    _Rule(
+        "a Discord webhook URL",
+        re.compile(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{15,22}/(?P<s>[A-Za-z0-9_-]{50,})"),
+        _starts("https://discord", "https://ptb.discord", "https://canary.discord"),
+    ),
+    _prefixed("an Atlassian API token", ("ATATT3",), r"[A-Za-z0-9_=-]{150,}"),
+    _prefixed("a Notion integration token", ("ntn_",), r"\d{11}[A-Za-z0-9]{35}\b"),
+    _prefixed("a HashiCorp Vault token", ("hvs.", "hvb."), r"[A-Za-z0-9_-]{90,}", _mixed_body),
+    _Rule(
+        "a Terraform Cloud token",
+        re.compile(r"(?<![A-Za-z0-9])(?P<s>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})"),
+        # The match starts where the run of 14 letters and digits before ".atlasv1." starts.
+        (_Anchor(".atlasv1.", back_over=string.ascii_letters + string.digits, back_max=14),),
+    ),
+    _Rule(
+        "an age secret key",
+        re.compile(r"\b(?P<s>AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})\b"),
+        _starts("AGE-SECRET-KEY-1"),
+    ),
+    _Rule(
+        "a Django secret key",
+        re.compile(r"\bdjango-insecure-(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{40,60})(?![a-z0-9!@#$%^&*(\-_=+)])"),
+        _starts("django-insecure-"),
+        _django_key,
+    ),
+    _Rule(
+        "a Django secret key",
+        # startproject's alphabet, 50 characters, quoted: prose does not look like this.
+        re.compile(r"(?i:secret_key)[\"']?[ \t]*[:=][ \t]*([\"'])(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})\1"),
+        _starts_folded("secret_key"),
+        _django_key,
+    ),
+    _Rule(
+        "a password on a command line",
+        # mysql -p'pw' / -ppw (the password glued to -p; "-p" alone prompts for it).
+        re.compile(
+            r"\bmysql(?:dump|admin)?(?:[ \t][^\n]{0,80}?)?[ \t]-p"
+            r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-][^\s'\"]{1,200})"
+        ),
+        _starts("mysql"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password on a command line",
+        # curl -u user:pw, curl --user 'user:pw' (a user alone makes curl prompt for the password).
+        re.compile(
+            r"\bcurl(?:[ \t][^\n]{0,200}?)?[ \t](?:-u|--user)[ \t]*=?[ \t]*[\"']?[^\s:'\"$]{1,100}:[\"']?"
+            r"(?P<s>[^\s'\"]{1,200})"
+        ),
+        _starts("curl"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password on a command line",
+        re.compile(r"\bsshpass[ \t]{1,10}-p[ \t]{0,10}(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|\S{1,200})"),
+        _starts("sshpass"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password on a command line",
+        re.compile(
+            r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|token|api-key|apikey|secret|access-key)"
+            r"(?:=|[ \t]{1,10})(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
+        ),
+        _starts("--"),
+        _real_command_password,
+    ),
     _Rule(
         "a password, secret or token assigned in plain text",
         # From the word the variable's name ends with (DB_PASSWORD matches from PASSWORD on): the
@@ -352,7 +489,7 @@ _RULES: tuple[_Rule, ...] = (
             r"[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[^\s\"'`$<>{}()\[\]\\,;]{8,200}+)(?![^\s\"'`,;])"
         ),
         _starts_folded(*_SECRET_WORDS),
-        _real_assigned_value,
+        _real_assigned_secret,
         generic=True,
     ),
 )
