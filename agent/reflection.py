@@ -14,16 +14,27 @@ pending proposals; ``Review`` applies or rejects them. Invariants:
   the proposal's base version, then ``commit``), author ``agent``, origin
   ``reflect`` with the run and its threads, approval ``human`` (review) or
   ``yolo``. A proposal whose file changed since it was made is never applied as
-  is: it is re-based (its one changed block re-applied to the file as it is now,
-  when that block is still there exactly once) and shown again, or dropped.
+  is. It is re-based only when every hunk of its change applies to whole,
+  unchanged lines: the hunk's lines and the line on either side of them occur
+  exactly once in the file as it is now (``_merge``, a line-based three-way merge).
+  Anything else — a line edited, glued, split or inserted inside a hunk or next to
+  it, an ambiguous place, a file created or deleted since — is a ``conflict``:
+  review shows both sides (``describe_conflict``) and a person re-proposes or
+  discards it; it is never applied. Re-propose marks it ``repropose``; the next
+  reflect run (even with no new conversation) is shown its change and redoes it
+  against the current file, and the old proposal becomes ``reproposed`` with that
+  run. A proposal the file already reflects is dropped as ``stale``, unasked.
 - One run per agent at a time (the lock in ``ProposalStore``); a run with nothing
-  new to read stores nothing and moves no mark; a dry run stores nothing at all.
+  new to read (and no conflict sent back) stores nothing and moves no mark; a dry
+  run stores nothing at all.
 - The core never prints or prompts: progress goes to a ``Log`` callback, review
-  decisions come from a ``Decide`` callback the front end supplies.
+  decisions come from a ``Decide`` callback (and answers to conflicts from a
+  ``Resolve`` callback) the front end supplies.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -262,7 +273,9 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
         last = queue.last_finished(agent)
         after = None if since is not None else (last.upto_message if last is not None else None)
         rows = queue.messages_after(agent, after_id=after, since=since)
-        if not rows or not _has_user_text(rows):
+        # Conflicts a person sent back from review: redone even with no new conversation.
+        redo = queue.to_repropose(agent)
+        if (not rows or not _has_user_text(rows)) and not redo:
             queue.finish_run(run.id, "dry-run" if dry_run else "empty",
                              upto_message=last.upto_message if last else None,
                              note="no new conversations")
@@ -270,8 +283,8 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
                 else ""
             return ReflectResult("nothing", run.id, message=f"nothing to reflect on: no new conversation{when}")
         text, used = transcript(rows)
-        upto = max(m.id for m in rows)
-        answer, drafts = _ask(view, model, queue, run.id, text)
+        upto = max((m.id for m in rows), default=last.upto_message if last else None)
+        answer, drafts = _ask(view, model, queue, run.id, text, redo)
         new = drafts.proposals()
         origin = reflection_origin(run.id, used)
         if dry_run:
@@ -288,7 +301,8 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
                 on_log(f"applied {p.op} {p.shown} (now version {change.version})"
                        + (f" — {p.reason}" if p.reason else "") + f" [reflect run {run.id}]")
         ids = queue.finish_run(run.id, "done", upto_message=upto, threads=used, new=new,
-                               proposal_status="applied" if yolo else "pending")
+                               proposal_status="applied" if yolo else "pending",
+                               reproposed=[p.id for p in redo])
         if not yolo:
             for pid, p in zip(ids, new, strict=True):
                 on_log(f"proposal #{pid}: {p.op} {p.shown}" + (f" — {p.reason}" if p.reason else "")
@@ -307,7 +321,24 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
         raise
 
 
-def _ask(view: AgentView, model: Model, queue: ProposalStore, run_id: int, text: str) -> tuple[str, DraftTools]:
+def _redo_section(redo: Sequence[Proposal]) -> str:
+    """The conflicts a person sent back, each with the change it made (bounded)."""
+    if not redo:
+        return ""
+    parts = ["\n\nThe user sent these earlier proposals back: the file changed since they were made and "
+             "they no longer apply. Read each file as it is now and, if the change is still worth making, "
+             "propose it again against the current text (or leave it if the user's own edit covers it):"]
+    for p in redo:
+        diff = unified_diff(p.before, p.after, p.shown, p.shown)
+        if len(diff) > 4000:
+            diff = diff[:4000] + "\n(diff cut)\n"
+        parts.append(f"- proposal #{p.id}: {p.op} {p.shown}" + (f" — {p.reason}" if p.reason else "")
+                     + f"\n```diff\n{diff.rstrip()}\n```")
+    return "\n".join(parts)
+
+
+def _ask(view: AgentView, model: Model, queue: ProposalStore, run_id: int, text: str,
+         redo: Sequence[Proposal] = ()) -> tuple[str, DraftTools]:
     reader = MemoryTools(view, _NoGate())
     drafts = DraftTools(view, reader)
     hooks = Hooks(on_model_start=lambda: queue.heartbeat(run_id))
@@ -318,7 +349,8 @@ def _ask(view: AgentView, model: Model, queue: ProposalStore, run_id: int, text:
     if rejected:
         lessons = "\n\nThe user rejected these earlier proposals, with this feedback; take it into account:\n" + \
             "\n".join(f"- {p.op} {p.shown}: {' '.join(p.feedback.split())[:300]}" for p in rejected)
-    prompt = f"{_prompt('reflect')}{lessons}\n\nThe conversations since the last reflection:\n\n{text}"
+    prompt = (f"{_prompt('reflect')}{lessons}{_redo_section(redo)}\n\nThe conversations since the last "
+              f"reflection:\n\n{text or '(none new)'}")
     result = agent.turn(prompt, title="reflect")
     return result.text, drafts
 
@@ -334,48 +366,154 @@ def _commit(view: AgentView, shown: str, op: str, after: str | None, base: int, 
                        origin=origin)
 
 
-def rebase(before: str | None, after: str | None, current: str | None) -> str | None:
-    """``after``'s change re-applied to ``current``, or None when it cannot be done safely.
+# -- re-basing a proposal onto a file that changed since ------------------------------------
 
-    The change is the one block between the text ``before`` and ``after`` share at
-    the start and at the end (whole lines); it re-applies when that block of
-    ``before`` occurs exactly once in ``current``.
+# fresh: the file is at the proposal's version; rebased: it changed, and the proposal's
+# hunks apply to whole lines the change left alone; conflict: they do not (shown in
+# review: re-propose or discard, never applied); stale: the file already reads as the
+# proposal would make it (nothing left to apply, dropped unasked).
+CheckState = Literal["fresh", "rebased", "conflict", "stale"]
+# What a person makes of a conflict: keep it for the next reflect run to redo against the
+# file as it is now, drop it, or leave it pending.
+Resolution = Literal["repropose", "discard", "skip"]
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One change of a proposal, in lines of the text it was made against:
+    ``lines[start:end]`` become ``new`` (``start == end``: an insertion before line ``start``)."""
+
+    start: int
+    end: int
+    new: tuple[str, ...]
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` as whole lines, each with its ``\\n`` (the last may lack one).
+
+    Only ``\\n`` ends a line: ``str.splitlines`` would also cut at form feeds and
+    Unicode separators, and a hunk could then land inside what a person sees as a line.
+    """
+    parts = text.split("\n")
+    out = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def line_hunks(before: str, after: str) -> list[Hunk]:
+    """The changes from ``before`` to ``after``, whole lines, in order, never touching."""
+    a, b = split_lines(before), split_lines(after)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return [Hunk(i1, i2, tuple(b[j1:j2])) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
+
+
+def _place(h: Hunk, base: list[str], cur: list[str]) -> int | None:
+    """Where ``base[h.start:h.end]`` stands in ``cur``: the one place where those lines,
+    with the line before and the line after them (or the start and end of the file),
+    occur unchanged as whole lines. None when there is no such place or more than one."""
+    lead = 1 if h.start > 0 else 0
+    trail = 1 if h.end < len(base) else 0
+    block = base[h.start - lead : h.end + trail]
+    size = len(block)
+    # Without a line before it, the block must open the file; without one after, close it.
+    starts = range(len(cur) - size + 1) if lead else range(1 if size <= len(cur) else 0)
+    found: int | None = None
+    for p in starts:
+        if block and cur[p] != block[0]:
+            continue
+        if cur[p : p + size] == block and (trail or p + size == len(cur)):
+            if found is not None:
+                return None
+            found = p
+    return None if found is None else found + lead
+
+
+@dataclass(frozen=True)
+class _Clash:
+    hunk: Hunk
+    line: str  # the proposal's line that no longer stands where it did, for the message
+
+
+def _merge(before: str, after: str, current: str) -> str | _Clash:
+    """``before -> after``'s hunks applied to ``current``, or the first hunk that cannot be.
+
+    A line-based three-way merge: each hunk is placed by ``_place`` (its lines and the
+    lines on either side unchanged, found exactly once); hunks keep their order, and two
+    hunks that shared a context line in ``before`` must share it in ``current`` (no
+    edit may have slipped in between). Any overlap with the person's change — an edited,
+    glued, split, moved or inserted line inside a hunk or next to it — is a clash.
+    """
+    base, cur = split_lines(before), split_lines(current)
+    out: list[str] = []
+    at = 0  # the next line of ``cur`` to copy
+    prev: tuple[Hunk, int] | None = None
+    for h in line_hunks(before, after):
+        p = _place(h, base, cur)
+        clash = _Clash(h, _describe_line(h, base))
+        if p is None:
+            return clash
+        if prev is not None:
+            ph, pp = prev
+            base_gap, cur_gap = h.start - ph.end, p - (pp + ph.end - ph.start)
+            if cur_gap < 0 or (cur_gap != base_gap if base_gap <= 1 else cur_gap < 2):
+                return clash
+        out += cur[at:p]
+        out += h.new
+        at = p + h.end - h.start
+        prev = (h, p)
+    out += cur[at:]
+    return "".join(out)
+
+
+def _describe_line(h: Hunk, base: list[str]) -> str:
+    def short(line: str) -> str:
+        text = " ".join(line.split())
+        return f"`{text[:60]}…`" if len(text) > 60 else f"`{text}`"
+
+    if h.end > h.start:
+        return f"line {h.start + 1} ({short(base[h.start])})"
+    if h.start > 0:
+        return f"the lines it adds after line {h.start} ({short(base[h.start - 1])})"
+    return "the lines it adds at the start"
+
+
+def rebase(before: str | None, after: str | None, current: str | None) -> str | None:
+    """``after``'s change re-applied to ``current``, or None when that is not safe.
+
+    Safe means every hunk of ``before -> after`` finds its lines, and the line on each
+    side of them, as whole, unchanged lines of ``current``, exactly once (see ``_merge``);
+    a missing side (a new or deleted file) never re-bases.
     """
     if before is None or after is None or current is None:
         return None
-    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    old = "".join(a[head : len(a) - tail])
-    new = "".join(b[head : len(b) - tail])
-    if not old:
-        # A pure insertion: anchor it on the line before it (or the start).
-        anchor = a[head - 1] if head else ""
-        if not anchor:
-            return new + current
-        if current.count(anchor) != 1:
-            return None
-        at = current.index(anchor) + len(anchor)
-        return current[:at] + new + current[at:]
-    if current.count(old) != 1:
-        return None
-    return current.replace(old, new)
+    merged = _merge(before, after, current)
+    return merged if isinstance(merged, str) else None
 
 
 @dataclass(frozen=True)
 class Checked:
-    """A pending proposal as it stands now: fresh, re-based onto a newer version, or stale."""
+    """A pending proposal as it stands now (see ``CheckState``)."""
 
     proposal: Proposal
-    state: Literal["fresh", "rebased", "stale"]
+    state: CheckState
     version: int  # the file's version now (0: no live file)
-    after: str | None  # what applying would write (re-based when needed)
+    after: str | None  # what applying would write (re-based when needed); None for a conflict
+    # fresh/rebased: what applying changes in the file now; conflict: the proposal's own
+    # change, against the version it was made on.
     diff: str
     why: str = ""
+    since: str = ""  # conflict: what changed in the file since the proposal was made
+
+
+def describe_conflict(c: Checked) -> str:
+    """Both sides of a conflict, for a person: the proposal's change and the file's."""
+    p = c.proposal
+    now = f"version {c.version}" if c.version else "deleted"
+    mine = c.diff.rstrip("\n") or "(no change)"
+    theirs = c.since.rstrip("\n") or "(no change)"
+    return (f"{c.why}\n=== the proposal (against version {p.base_version}) ===\n{mine}\n"
+            f"=== changes to {p.shown} since (version {p.base_version} -> {now}) ===\n{theirs}")
 
 
 class Review:
@@ -396,15 +534,33 @@ class Review:
             version, current = 0, None
         if version == p.base_version:
             return Checked(p, "fresh", version, p.after, unified_diff(p.before, p.after, p.shown, p.shown))
-        now = f"version {version}" if version else "deleted"
-        rebased = rebase(p.before, p.after, current)
-        if rebased is None or rebased == current:
+        made = f"{p.shown} changed since this proposal (made against version {p.base_version}"
+        if current == p.after:
             return Checked(p, "stale", version, None, "",
-                           f"{p.shown} changed since this proposal (made against version {p.base_version}, now "
-                           f"{now}) and the change no longer applies")
-        return Checked(p, "rebased", version, rebased, unified_diff(current, rebased, p.shown, p.shown),
-                       f"{p.shown} changed since this proposal (made against version {p.base_version}); "
-                       f"re-based onto version {version}")
+                           f"{made}) and already reads as the proposal would make it")
+        merged: str | _Clash | None = None
+        if p.before is None or p.after is None or current is None:
+            now = f"version {version}" if version else "deleted"
+            what = ("the proposal creates it, but a file was written there since" if p.before is None
+                    else "the proposal deletes it, but its content changed since" if p.after is None
+                    else "the file was deleted since")
+            why = f"{made}, now {now}): {what}; it is not applied"
+        else:
+            merged = _merge(p.before, p.after, current)
+            if isinstance(merged, str):
+                if merged == current:
+                    return Checked(p, "stale", version, None, "",
+                                   f"{made}) and already reads as the proposal would make it")
+                return Checked(p, "rebased", version, merged, unified_diff(current, merged, p.shown, p.shown),
+                               f"{made}); re-based onto version {version}")
+            why = (f"{made}, now version {version}) and its change to {merged.line} overlaps those "
+                   f"changes; it is not applied")
+        return Checked(p, "conflict", version, None, unified_diff(p.before, p.after, p.shown, p.shown), why,
+                       since=unified_diff(p.before, current, p.shown, p.shown))
+
+    def can_repropose(self, p: Proposal) -> bool:
+        """Only a reflection run can redo a proposal; an MCP client's queued write cannot."""
+        return self._client(p) is None
 
     def _client(self, p: Proposal) -> str | None:
         """The MCP client that queued ``p`` (None: a reflection run made it)."""
@@ -438,7 +594,7 @@ class Review:
     def approve(self, c: Checked, *, approval: Literal["human", "yolo"] = "human") -> Change:
         """Apply a checked proposal through the write path (``StaleVersion`` if the file moved on)."""
         p = c.proposal
-        if c.state == "stale":
+        if c.state in ("stale", "conflict"):
             raise StaleVersion(c.why)
         change = _commit(self.view, p.shown, p.op, c.after, c.version, p.reason, self.origin(p), approval)
         self.queue.decide(p.id, "applied", applied_version=change.version)
@@ -450,22 +606,47 @@ class Review:
     def drop(self, c: Checked) -> None:
         self.queue.decide(c.proposal.id, "stale", feedback=c.why)
 
+    def settle(self, c: Checked, resolution: Resolution) -> bool:
+        """A person's answer to a conflict: ``repropose`` keeps it for the next reflect run
+        (status ``repropose``), ``discard`` drops it (``stale``), ``skip`` leaves it pending.
+        Nothing is ever applied. False when it was no longer pending."""
+        p = c.proposal
+        if c.state != "conflict":
+            raise ValueError(f"proposal #{p.id} is {c.state}, not a conflict")
+        if resolution == "skip":
+            return True
+        if resolution == "repropose":
+            if not self.can_repropose(p):
+                raise VfsError(f"proposal #{p.id} is a write an MCP client queued; no reflect run can redo it: "
+                               f"discard it and let the client write again")
+            return self.queue.decide(p.id, "repropose", feedback=c.why)
+        return self.queue.decide(p.id, "stale", feedback=f"discarded in review: {c.why}")
+
+
+# Asked once per conflicting proposal (``describe_conflict`` shows both sides).
+Resolve = Callable[[Checked], Resolution]
+
 
 @dataclass
 class ReviewSummary:
     applied: list[tuple[Proposal, Change]] = field(default_factory=list)
     rejected: list[Proposal] = field(default_factory=list)
-    dropped: list[tuple[Proposal, str]] = field(default_factory=list)
+    dropped: list[tuple[Proposal, str]] = field(default_factory=list)  # stale, or a conflict discarded
+    reproposed: list[Proposal] = field(default_factory=list)
+    conflicts: list[tuple[Proposal, str]] = field(default_factory=list)  # left pending
     left: int = 0
 
 
 def review(view: AgentView, queue: ProposalStore, decide: Decide, *, on_log: Log = lambda _: None,
-           ids: Sequence[int] | None = None) -> ReviewSummary:
+           ids: Sequence[int] | None = None, resolve: Resolve | None = None) -> ReviewSummary:
     """Go through the pending proposals in order, asking ``decide`` for each.
 
     ``a`` (always) approves this one and every later one; a stale proposal is
-    dropped without asking; a decision callback that raises ends the review (what
-    was decided stays decided).
+    dropped without asking. A conflict is never applied: it goes to ``resolve``
+    (re-propose, discard or skip), or without one it is shown through ``on_log``
+    and left pending. A callback that raises ends the review (what was decided
+    stays decided). A file that changes between the check and the commit is
+    refused by the write path and the proposal stays pending.
     """
     r = Review(view, queue)
     todo = [p for p in r.pending() if ids is None or p.id in ids]
@@ -476,7 +657,29 @@ def review(view: AgentView, queue: ProposalStore, decide: Decide, *, on_log: Log
         if c.state == "stale":
             r.drop(c)
             out.dropped.append((p, c.why))
-            on_log(f"dropped proposal #{p.id} ({p.op} {p.shown}): {c.why}; run reflect again for a fresh one")
+            on_log(f"dropped proposal #{p.id} ({p.op} {p.shown}): {c.why}")
+            continue
+        if c.state == "conflict":
+            if resolve is None:
+                out.conflicts.append((p, c.why))
+                on_log(f"conflict in proposal #{p.id} ({p.op} {p.shown}), left pending: "
+                       f"`memagent review {view.agent}` re-proposes or discards it\n{describe_conflict(c)}")
+                continue
+            try:
+                choice = resolve(c)
+            except BaseException:
+                out.left = len(todo) - i
+                raise
+            r.settle(c, choice)
+            if choice == "repropose":
+                out.reproposed.append(p)
+                on_log(f"proposal #{p.id} ({p.op} {p.shown}) kept for the next reflect run to redo against "
+                       f"version {c.version}")
+            elif choice == "discard":
+                out.dropped.append((p, c.why))
+                on_log(f"discarded proposal #{p.id} ({p.op} {p.shown})")
+            else:
+                out.conflicts.append((p, c.why))
             continue
         if not approve_all:
             try:
@@ -494,7 +697,13 @@ def review(view: AgentView, queue: ProposalStore, decide: Decide, *, on_log: Log
                 continue
         try:
             change = r.approve(c)
-        except (StaleVersion, VfsError) as exc:
+        except StaleVersion as exc:
+            # Changed while the person decided: what they saw is not what would be
+            # applied, so nothing is; the next review checks it again.
+            out.conflicts.append((p, str(exc)))
+            on_log(f"proposal #{p.id} ({p.op} {p.shown}) left pending: {exc}")
+            continue
+        except VfsError as exc:
             r.queue.decide(p.id, "stale", feedback=str(exc))
             out.dropped.append((p, str(exc)))
             on_log(f"dropped proposal #{p.id} ({p.op} {p.shown}): {exc}")

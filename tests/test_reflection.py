@@ -21,7 +21,7 @@ from memagent.agent.chat.ui.plain import PlainUI
 from memagent.agent.cli import config
 from memagent.agent.gate import Decision
 from memagent.agent.model.scripted import ScriptedModel
-from memagent.agent.reflection import Review, rebase, reflect, review
+from memagent.agent.reflection import Checked, Resolution, Review, rebase, reflect, review
 from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.proposals import Busy, ProposalStore
@@ -144,14 +144,22 @@ def test_a_stale_proposal_is_rebased_or_dropped_never_applied_blindly(view: Agen
     assert "re-based onto version 2" in asked[0].note
     assert view.read("/AGENTS.md").content == "# Title\n" + RULE
 
-    # A conflicting change: the proposal no longer applies and is dropped, unasked.
+    # A conflicting change: the proposal no longer applies; it is never applied, never
+    # put to ``decide`` as an approval, but shown as a conflict, and the person discards it.
     converse(store, "a", "numbered lists instead")
     model2 = ScriptedModel()
     proposing(model2, ("edit_file", {"file_path": "/AGENTS.md", "old_string": "bullet points",
                                      "new_string": "numbered lists"}))
     reflect(view, model2, queue_of(view))
     view.edit("/AGENTS.md", "- Use bullet points for every summary.\n", "- Use tables.\n")
-    summary = review(view, queue_of(view), answers())  # asking would fail: no answers
+    shown: list[Checked] = []
+
+    def discard(c: Checked) -> Resolution:
+        shown.append(c)
+        return "discard"
+
+    summary = review(view, queue_of(view), answers(), resolve=discard)  # approving would fail: no answers
+    assert [c.state for c in shown] == ["conflict"] and "+- Use tables." in shown[0].since
     assert len(summary.dropped) == 1 and "changed since this proposal" in summary.dropped[0][1]
     assert "numbered" not in view.read("/AGENTS.md").content
     assert queue_of(view).pending("a") == []

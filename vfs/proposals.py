@@ -15,8 +15,11 @@ chat) applies or rejects them through the normal write path. Invariants:
 - A proposal is stored with the version its file was at (``base_version``, 0 = no
   live file), the content before and after, the reason and the threads it came
   from. Its status only moves forward: ``pending`` -> ``applied`` | ``rejected``
-  | ``stale`` (dropped because the file changed and the edit no longer applies).
-  This module never changes memory files; applying is the caller's commit.
+  | ``stale`` (dropped: the file changed and the edit no longer applies, or a
+  person discarded the conflict) | ``repropose`` (a conflict a person sent back:
+  the next reflect run is shown it and redoes it against the file as it is now)
+  -> ``reproposed`` (that run finished, in the same transaction as its own
+  proposals). This module never changes memory files; applying is the caller's commit.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from memagent.vfs.db import WRITE
 from memagent.vfs.models import messages, proposals, reflection_runs, threads
 
 RunStatus = Literal["running", "done", "empty", "failed", "abandoned", "dry-run"]
-ProposalStatus = Literal["pending", "applied", "rejected", "stale"]
+ProposalStatus = Literal["pending", "applied", "rejected", "stale", "repropose", "reproposed"]
 ProposalOp = Literal["write", "edit", "delete"]
 
 STALE_AFTER = timedelta(minutes=15)
@@ -216,9 +219,12 @@ class ProposalStore:
 
     def finish_run(self, run_id: int, status: RunStatus, *, upto_message: int | None = None,
                    threads: Sequence[str] = (), new: Sequence[NewProposal] = (),
-                   proposal_status: ProposalStatus = "pending", note: str = "") -> list[int]:
+                   proposal_status: ProposalStatus = "pending", note: str = "",
+                   reproposed: Sequence[int] = ()) -> list[int]:
         """End the run (releasing the lock) and store its proposals, in one transaction.
 
+        ``reproposed``: the ids of ``repropose`` proposals the run was shown; they move
+        to ``reproposed`` with it (a run that fails leaves them for the next one).
         Returns the new proposals' ids, in order.
         """
         now = _now()
@@ -232,6 +238,10 @@ class ProposalStore:
                     threads=list(threads), status=proposal_status, feedback="", created_at=now,
                     decided_at=now if proposal_status != "pending" else None,
                 ).returning(proposals.c.id)).scalar_one())
+            if reproposed:
+                conn.execute(update(proposals).where(proposals.c.id.in_(list(reproposed)),
+                                                     proposals.c.status == "repropose")
+                             .values(status="reproposed", decided_at=now))
             conn.execute(update(reflection_runs).where(reflection_runs.c.id == run_id).values(
                 status=status, finished_at=now, heartbeat_at=now,
                 upto_message=upto_message if status in ("done", "empty") else None,
@@ -290,6 +300,14 @@ class ProposalStore:
         with self.engine.connect() as conn:
             rows = conn.execute(select(proposals).where(proposals.c.agent == agent, proposals.c.status == "pending")
                                 .order_by(proposals.c.id)).all()
+        return [_proposal(r) for r in rows]
+
+    def to_repropose(self, agent: str, limit: int = 20) -> list[Proposal]:
+        """Conflicts a person sent back for the next reflect run to redo, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(proposals).where(proposals.c.agent == agent,
+                                                        proposals.c.status == "repropose")
+                                .order_by(proposals.c.id).limit(limit)).all()
         return [_proposal(r) for r in rows]
 
     def count_pending(self, agent: str) -> int:

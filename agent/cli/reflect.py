@@ -10,7 +10,10 @@ Invariants:
 - ``review`` asks about each pending proposal (its diff, reason and origin) and
   reads the answers line by line (``y``, ``n``, ``n: feedback``, ``a`` = approve
   this and all the rest); end of input stops, leaving the rest pending. A proposal
-  whose file changed is re-based and shown as such, or dropped; never applied blindly.
+  whose file changed is re-based onto whole, unchanged lines and shown as such;
+  otherwise it is a conflict: both sides are shown and the answer is ``r``
+  (re-propose: the next ``reflect`` redoes it against the file as it is now), ``d``
+  (discard) or ``s`` (skip, left pending). A conflict is never applied.
 - ``remember`` runs one agent turn with the note through the approval gate, like
   ``# note`` in chat; answers to the approval come from the terminal or stdin.
 """
@@ -114,23 +117,29 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
     Each proposal shows its diff, reason and origin; answer
     y = approve, n = reject, n: <feedback> = reject and say why (the next
     reflect run reads it), a = approve this one and all the rest.
+    A proposal whose file changed in the lines it touches is a conflict: both
+    sides are shown; r = re-propose (the next reflect run redoes it against the
+    file as it is now), d = discard, s = skip. A conflict is never applied.
     """
     from memagent.agent.gate import Decision
-    from memagent.agent.reflection import Review, review
+    from memagent.agent.reflection import Checked, Resolution, Review, describe_conflict, review
     from memagent.agent.tools import ApprovalRequest
     from memagent.vfs.proposals import ProposalStore
 
     view = ctx.view(agent)
     queue = ProposalStore(ctx.store.engine)
-    pending = Review(view, queue).pending()
+    reviewer = Review(view, queue)
+    pending = reviewer.pending()
     if not pending:
         click.echo(f"No proposals waiting for review for agent {view.agent!r}.")
         return
     if list_only:
+        tags = {"fresh": "", "rebased": "  [file changed: re-based]",
+                "conflict": "  [CONFLICT: file changed; re-propose or discard]", "stale": "  [already applied]"}
         for p in pending:
             threads = ", ".join(t[:8] for t in p.threads)
             click.echo(f"#{p.id}  {p.op:<6} {p.shown}  run {p.run_id}" + (f"  threads {threads}" if threads else "")
-                       + (f"  — {p.reason}" if p.reason else ""))
+                       + (f"  — {p.reason}" if p.reason else "") + tags[reviewer.check(p).state])
         click.echo(f"{len(pending)} pending; `memagent review {view.agent}` to decide.")
         return
     click.echo(f"{len(pending)} proposal(s) waiting for review for agent {view.agent!r}.")
@@ -155,15 +164,39 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
                 return decision
             click.echo("answer y, n, n: <feedback> or a")
 
+    def resolve(c: Checked) -> Resolution:
+        p = c.proposal
+        redo = reviewer.can_repropose(p)
+        click.echo(f"--- CONFLICT in proposal #{p.id}: {p.op} {p.shown} (not applied) ---")
+        if p.reason:
+            click.echo(f"reason: {p.reason}")
+        click.echo(describe_conflict(c))
+        click.echo("---")
+        choices: dict[str, Resolution] = {"d": "discard", "discard": "discard", "s": "skip", "skip": "skip"}
+        if redo:
+            choices |= {"r": "repropose", "re-propose": "repropose", "repropose": "repropose"}
+        ask = ("[r]e-propose (the next reflect redoes it) / [d]iscard / [s]kip " if redo
+               else "[d]iscard (an MCP client's write; it can write again) / [s]kip ")
+        while True:
+            click.echo(ask, nl=not interactive)
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError
+            choice = choices.get(line.strip().lower())
+            if choice is not None:
+                return choice
+            click.echo("answer r, d or s" if redo else "answer d or s")
+
     try:
-        summary = review(view, queue, decide, on_log=click.echo)
+        summary = review(view, queue, decide, on_log=click.echo, resolve=resolve)
     except EOFError:
         left = Review(view, queue).pending()
         click.echo(f"end of input: {len(left)} proposal(s) left pending")
         return
     remaining = len(Review(view, queue).pending())
+    redone = f"{len(summary.reproposed)} re-proposed, " if summary.reproposed else ""
     click.echo(f"{len(summary.applied)} applied, {len(summary.rejected)} rejected, "
-               f"{len(summary.dropped)} dropped as stale, {remaining} pending")
+               f"{len(summary.dropped)} dropped as stale, {redone}{remaining} pending")
 
 
 @click.command("remember")
