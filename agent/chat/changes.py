@@ -3,8 +3,9 @@
 Invariants:
 - Undo and redo walk the session's ``ChangeLog`` stacks (``undoable``, newest last;
   ``redoable``) and each makes one new revision, author ``user``, approval
-  ``human``, through the one write path (``prepare_*`` -> ``commit``): the content
-  is validated, the version read is checked, and nothing is lost.
+  ``human``, through the one write path (``prepare_*`` -> ``vfs.writes.submit`` with
+  the person's own approval -> ``commit``): the content is validated, the version
+  read is checked, and nothing is lost.
 - A file is undone or redone only while it is at the version this session last
   left it at (``ChangeLog.last_version``); if anyone else has changed it since, the
   act is refused with ``Refused``, changing nothing. An undo's own revision is this
@@ -18,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memagent.agent.tools import ChangeLog, MemoryTools
+from memagent.vfs import writes
 from memagent.vfs.edits import unified_diff
 from memagent.vfs.errors import VfsError
 from memagent.vfs.scopes import AgentView
@@ -73,7 +75,9 @@ def _set(view: AgentView, path: str, content: str | None, current: int, message:
     else:
         live = view.exists(path)
         pending = view.prepare_write(path, content, expected_version=current if live else 0)
-    return view.commit(pending, author="user", approval="human", message=message, origin=origin)
+    # The person's own act: approved as theirs ("human"), no one else is asked.
+    return writes.require(writes.submit(view.store, pending, policy=writes.approved("human"), author="user",
+                                        origin=origin, reason=message))
 
 
 def undo(memory: MemoryTools, origin: Origin | None = None) -> Done | None:

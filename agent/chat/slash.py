@@ -5,8 +5,9 @@ Invariants:
   completion all read it, so a command cannot exist without its one-line help.
 - Commands change memory only two ways: ``/remember`` and ``/compact`` send a prompt
   through ``Agent.turn``, so every edit passes the validators and the approval gate;
-  ``/undo``, ``/redo`` and ``/edit`` are the person's own acts, recorded as author
-  ``user``, approval ``human`` (``changes`` keeps undo and redo stacking).
+  ``/undo``, ``/redo`` and ``/edit`` are the person's own acts, taken through
+  ``vfs.writes.submit`` and recorded as author ``user``, approval ``human``
+  (``changes`` keeps undo and redo stacking).
 - A command's mistake (a missing file, a bad path) is one line through the UI; it
   never ends the session.
 """
@@ -230,6 +231,7 @@ def edit(session: Session, arg: str) -> None:
         session.ui.error("/edit needs a file, e.g. /edit /AGENTS.md")
         return
     from memagent.agent.chat.editor import edit_text, keep
+    from memagent.vfs import writes
 
     view, path = session.view, "/" + arg.strip().lstrip("/")
     if view.exists(path):
@@ -256,8 +258,9 @@ def edit(session: Session, arg: str) -> None:
         except VfsError as exc:
             session.ui.error(f"{exc} (your text is in {keep(text, path)})")
             return
-        change = view.commit(pending, author="user", approval="human", message="edited by hand (/edit)",
-                             origin=Origin("chat", thread=session.agent.thread_id, detail="/edit"))
+        change = writes.require(writes.submit(
+            view.store, pending, policy=writes.approved("human"), author="user", reason="edited by hand (/edit)",
+            origin=Origin("chat", thread=session.agent.thread_id, detail="/edit")))
         session.log.record(change)
         # The model's idea of the file is stale: it must read the file again.
         session.memory.seen.pop(change.path, None)

@@ -1,9 +1,13 @@
 """``memagent fs``: a person's file commands on an agent's memory.
 
-Writes here take the agent's write path (``prepare_*`` then ``commit``: validated and
-versioned exactly like the agent's, author ``cli``, approval ``cli``) but never
-prompt: the person typing is the approval. ``fs edit PATH`` without strings opens
-``$EDITOR``; invalid text is shown and may be edited again, never stored.
+Writes here take the agent's write path (``prepare_*`` then ``vfs.writes.submit`` with
+the ``approved("cli")`` policy, then ``commit``: validated and versioned exactly like
+the agent's, author ``cli``, approval ``cli``) but never prompt: the person typing is
+the approval. A write (or revert) that would leave the file as it is stores nothing
+and says so. ``fs revert`` is a write of the old content through the same entrance;
+``fs mv`` is the store's move (two revisions in one transaction), approval ``cli``.
+``fs edit PATH`` without strings opens ``$EDITOR``; invalid text is shown and may be
+edited again, never stored.
 ``fs grep`` and ``fs glob`` exit 1 with nothing on stdout when nothing matches;
 ``fs write`` refuses an empty standard input unless ``--allow-empty``.
 """
@@ -15,10 +19,12 @@ import sys
 import click
 
 from memagent.agent.cli.common import Ctx, cli_words, fail, memory_command
+from memagent.vfs import writes
 from memagent.vfs.errors import ValidationFailed, VfsError
 from memagent.vfs.render import render_blame, render_log, render_ls, render_search
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
+from memagent.vfs.types import Change, PendingChange
 
 
 def _stdin_text() -> str:
@@ -33,6 +39,16 @@ def _stdin_text() -> str:
 
 
 MESSAGE = click.option("--message", "-m", default="", help="Note kept with the revision.")
+# The person typing the command is the approval.
+APPROVED = writes.approved("cli")
+
+
+def _submit(view: AgentView, pending: PendingChange, message: str) -> Change | None:
+    """``pending`` through the one entrance; None when it would change nothing (nothing stored)."""
+    result = writes.submit(view.store, pending, policy=APPROVED, author="cli", reason=message)
+    if result.status == "unchanged":
+        return None
+    return writes.require(result)
 
 
 @click.group()
@@ -84,7 +100,10 @@ def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None
                        "in, or pass --allow-empty to write an empty file")
     # The same write path as the agent's tools; the person typing is the approval.
     pending = view.prepare_write(path, content, expected_version=expect_version)
-    change = view.commit(pending, author="cli", approval="cli", message=message)
+    change = _submit(view, pending, message)
+    if change is None:
+        click.echo(f"no change; {pending.shown} already has that content (version {pending.expected_version})")
+        return
     verb = "created" if change.before is None else "wrote"
     click.echo(f"{verb} {change.path} (version {change.version}, {len(content.encode())} bytes)")
 
@@ -110,7 +129,10 @@ def edit_cmd(ctx: Ctx, path: str, old_string: str | None, new_string: str | None
         return
     pending = view.prepare_edit(path, old_string, new_string, replace_all=replace_all,
                                 expected_version=expect_version)
-    change = view.commit(pending, author="cli", approval="cli", message=message)
+    change = _submit(view, pending, message)
+    if change is None:
+        click.echo(f"no change; {pending.shown} already has that content (version {pending.expected_version})")
+        return
     click.echo(f"edited {change.path} (version {change.version})")
 
 
@@ -140,7 +162,8 @@ def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, mess
             fail(f"{shown} is unchanged; your text is in {keep(text, shown)}")
         except VfsError as exc:
             fail(f"{cli_words(str(exc))} (your text is in {keep(text, shown)})")
-        change = view.commit(pending, author="cli", approval="cli", message=message or "edited by hand")
+        change = writes.require(writes.submit(view.store, pending, policy=APPROVED, author="cli",
+                                              reason=message or "edited by hand"))
         click.echo(f"edited {change.path} (version {change.version})")
         return
 
@@ -151,7 +174,8 @@ def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, mess
 def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     """Delete a file (its history stays; `fs revert` brings it back)."""
     view = ctx.view(agent)
-    change = view.commit(view.prepare_delete(path), author="cli", approval="cli", message=message)
+    change = writes.require(writes.submit(view.store, view.prepare_delete(path), policy=APPROVED, author="cli",
+                                          reason=message))
     click.echo(
         f"deleted {change.path} (version {change.version}); undo with "
         f"`memagent fs revert {change.path} --to {change.version - 1}`"
@@ -163,6 +187,8 @@ def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     click.argument("dst"))
 def mv_cmd(ctx: Ctx, src: str, dst: str, agent: str | None) -> None:
     """Move SRC to DST (refused if DST exists)."""
+    # A move is two revisions in one transaction (the store's move validates DST there);
+    # it is the person's own command, approved as "cli" like every other fs write.
     change = ctx.view(agent).move(src, dst, author="cli", approval="cli")
     click.echo(f"moved {src} to {change.path} (version {change.version})")
 
@@ -249,5 +275,16 @@ def diff_cmd(ctx: Ctx, path: str, agent: str | None, from_: int, to: int | None)
     click.option("--to", "to", type=int, required=True, help="Version whose content becomes current."))
 def revert_cmd(ctx: Ctx, path: str, agent: str | None, to: int) -> None:
     """Make version N's content current again, as a new revision (undeletes too)."""
-    change = ctx.view(agent).revert(path, to, author="cli", approval="cli")
+    view = ctx.view(agent)
+    content = view.revision_content(path, to)  # an unknown version raises: one line
+    if content is None:
+        raise VfsError(f"version {to} of {path} is a deletion; to delete the file use rm, "
+                       "or revert to a version that has content")
+    # A revert is a write of the old content, taken through the same entrance as every write.
+    pending = view.prepare_write(path, content)
+    change = _submit(view, pending, f"revert to version {to}")
+    if change is None:
+        click.echo(f"no change; {pending.shown} already has version {to}'s content "
+                   f"(version {pending.expected_version})")
+        return
     click.echo(f"reverted {change.path} to version {to} (now version {change.version})")
