@@ -127,6 +127,7 @@ class ThreadStore:
             conn.execute(insert(threads).values(id=tid, agent=agent, title="", model=model,
                                                 created_at=now, updated_at=now))
         self._meta[tid] = _Meta(agent, model, now, None)
+        self._next_seq[tid] = 1  # a new thread has no message: no need to ask
         return tid
 
     def get(self, agent: str, thread_id: str) -> ThreadInfo:
@@ -232,16 +233,18 @@ class ThreadStore:
                                                 messages.c.seq == seq)
                          .values(content=message["content"]))
             if agent is not None and seq is not None:
-                self._rerender_if_shown(conn, agent, thread_id, seq)
+                self._rerender_if_shown(conn, agent, thread_id, seq, marked_failed=False)
 
     def mark_failed(self, thread_id: str, seq: int) -> None:
         """Keep message ``seq`` (a user turn whose request failed) out of the conversation."""
         with self._locked() as conn:
             agent = self._lock(conn, [thread_id]).get(thread_id)
-            conn.execute(update(messages).where(messages.c.thread_id == thread_id, messages.c.seq == seq)
-                         .values(state=FAILED))
-            if agent is not None:
-                self._rerender_if_shown(conn, agent, thread_id, seq)
+            marked = conn.execute(update(messages)
+                                  .where(messages.c.thread_id == thread_id, messages.c.seq == seq,
+                                         messages.c.state.is_(None) | (messages.c.state != FAILED))
+                                  .values(state=FAILED)).rowcount
+            if agent is not None and marked:
+                self._rerender_if_shown(conn, agent, thread_id, seq, marked_failed=True)
 
     # -- summaries ------------------------------------------------------------------
 
@@ -337,18 +340,20 @@ class ThreadStore:
                 done += len(locked)
         return done
 
-    def _rerender_if_shown(self, conn: Connection, agent: str, thread_id: str, seq: int) -> None:
+    def _rerender_if_shown(self, conn: Connection, agent: str, thread_id: str, seq: int, *,
+                           marked_failed: bool) -> None:
         """Message ``seq`` changed: bring the file back to a whole render if it shows it.
 
-        The common case, a failed mark on the file's last message, only appends what
-        the mark adds to that message's rendering; anything else renders the thread
-        again (rare: an interrupted turn merged into a message the file shows).
+        The common case, ``marked_failed`` (only the message's state changed, from
+        none to failed) on the file's last message, only appends what the mark adds
+        to that message's rendering; anything else renders the thread again (rare: an
+        interrupted turn merged into a message the file shows).
         """
         path = conn.scalar(select(threads.c.conversation_path).where(threads.c.id == thread_id))
         have = None if path is None else conversation_files.state(conn, agent, path)
         if path is None or have is None or have.upto < seq:
             return  # not shown yet: the next render reads the message as it is now
-        if have.upto == seq:
+        if marked_failed and have.upto == seq:
             row = conn.execute(select(messages.c.role, messages.c.content, messages.c.created_at,
                                       messages.c.state)
                                .where(messages.c.thread_id == thread_id, messages.c.seq == seq)).one()
@@ -411,9 +416,12 @@ class ThreadStore:
         conversation_files.create(conn, agent, new)
         conversation_files.append(conn, agent, grow)
         # Not stale any more, unless a message arrived that the file does not show.
-        upto_now = (select(files.c.version).where(on_file).scalar_subquery())
-        newer = select(messages.c.id).where(messages.c.thread_id == threads.c.id,
-                                             messages.c.seq > func.coalesce(upto_now, 0)).exists()
+        # Both subqueries name the updated ``threads`` row (explicitly: the inner one is
+        # two levels down, where automatic correlation would add ``threads`` to its FROM).
+        upto_now = select(files.c.version).where(on_file).correlate(threads).scalar_subquery()
+        newer = (select(messages.c.id).where(messages.c.thread_id == threads.c.id,
+                                              messages.c.seq > func.coalesce(upto_now, 0))
+                 .correlate(threads).exists())
         conn.execute(update(threads).where(threads.c.id.in_(list(heads)), ~newer).values(stale=False))
 
     # -- events and usage ---------------------------------------------------------------
