@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.chat.session import Session, build_session
 from memagent.agent.chat.ui.plain import PlainUI
 from memagent.agent.mcp.config import ToolsConfig, expand, parse_tools_json
@@ -34,7 +35,6 @@ from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
-from tests.fake_messages_api import FakeMessagesAPI
 
 DEMO = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
 PY = sys.executable

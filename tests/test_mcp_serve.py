@@ -32,10 +32,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.vfs import open_store
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT, err, out, run
-from tests.fake_messages_api import FakeMessagesAPI
 
 CLIENT = Implementation(name="memagent-tests", version="1.2.3")
 LIMIT = 90.0  # seconds any one case may take

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.chat.session import Session, build_session
 from memagent.agent.chat.ui.plain import PlainUI
 from memagent.agent.cli import config
@@ -26,7 +27,6 @@ from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from memagent.vfs.types import Origin
 from tests.cli_helpers import err, out, run
-from tests.fake_messages_api import FakeMessagesAPI
 
 pytestmark = pytest.mark.usefixtures("chat_env")
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
-from tests.fake_messages_api import FakeMessagesAPI
 
 RULE = "- Use bullet points when you summarise.\n"
 AGENTS_WITH_RULE = "# Preferences\n" + RULE

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
-from tests.fake_messages_api import FakeMessagesAPI
 
 APPROVE = "Approve? [y]es / [n]o / n: feedback / [a]lways"
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT
-from tests.fake_messages_api import FakeMessagesAPI
 
 pexpect = pytest.importorskip("pexpect")
 if sys.platform == "win32":  # pragma: no cover
