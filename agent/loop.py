@@ -20,6 +20,9 @@ Invariants:
   for ``/retry``.
 - Every message is persisted as it is added (when a thread store is given), so an
   interrupted or crashed session loses at most the reply in flight.
+- The tool calls of one response run in order as one batch, each write checked
+  against what the model had seen before the batch (``MemoryTools.based_on``): a
+  read or write earlier in the batch never vouches for a later write of it.
 - Presentation happens only through ``Hooks``; the loop never prints or prompts.
 """
 
@@ -312,35 +315,43 @@ class Agent:
     def _run_tools(self, uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
         try:
-            for use in uses:
-                name, args = use["name"], use.get("input") or {}
-                self.hooks.on_tool_call(name, args)
-                logged = len(self.memory.log)
-                result = self.tools.run(name, args if isinstance(args, dict) else {})
-                if name in MUTATING:
-                    for change in self.memory.log.made[logged:]:
-                        self.hooks.on_change(change)
-                self.hooks.on_tool_result(name, result)
-                event = {"name": name, "input": args, "is_error": result.is_error,
-                         "result": result.content[:500]}
-                self._event("tool_call", event)
-                if name in MUTATING:
-                    self._event("approval", {"name": name, "path": args.get("file_path"),
-                                             "approved": not result.is_error,
-                                             "result": result.content[:500]})
-                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"],
-                                         "content": result.model_content()}
-                if result.is_error:
-                    block["is_error"] = True
-                elif name in MUTATING and isinstance(args, dict) and args.get("file_path") == "/AGENTS.md":
-                    self._note_agents_md(block)
-                results.append(block)
+            # The model issued these calls together, on what it had seen before any of them
+            # ran: each write is checked against that, so a read or write earlier in the batch
+            # never vouches for a later write (two writes to one file: the second is refused).
+            with self.memory.based_on():
+                self._run_batch(uses, results)
         except KeyboardInterrupt:
             done = {r["tool_use_id"] for r in results}
             results += _interrupted([u for u in uses if u["id"] not in done])
             self._add({"role": "user", "content": results})
             raise
         return results
+
+    def _run_batch(self, uses: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+        """Run one batch of tool calls in order, appending each ``tool_result`` to ``results``."""
+        for use in uses:
+            name, args = use["name"], use.get("input") or {}
+            self.hooks.on_tool_call(name, args)
+            logged = len(self.memory.log)
+            result = self.tools.run(name, args if isinstance(args, dict) else {})
+            if name in MUTATING:
+                for change in self.memory.log.made[logged:]:
+                    self.hooks.on_change(change)
+            self.hooks.on_tool_result(name, result)
+            event = {"name": name, "input": args, "is_error": result.is_error,
+                     "result": result.content[:500]}
+            self._event("tool_call", event)
+            if name in MUTATING:
+                self._event("approval", {"name": name, "path": args.get("file_path"),
+                                         "approved": not result.is_error,
+                                         "result": result.content[:500]})
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": use["id"],
+                                     "content": result.model_content()}
+            if result.is_error:
+                block["is_error"] = True
+            elif name in MUTATING and isinstance(args, dict) and args.get("file_path") == "/AGENTS.md":
+                self._note_agents_md(block)
+            results.append(block)
 
     def _note_agents_md(self, block: dict[str, Any]) -> None:
         """After a write to AGENTS.md: over its budget, tell the model (in the result) and the person."""

@@ -10,6 +10,13 @@ Invariants:
   lists (default: the read-only file tools), never ``task`` itself, so nesting
   stops at one. MCP tools (``mcp__<server>__<tool>``) it lists come from the
   parent's connections, and only while ``/tools.json`` allows them.
+- A subagent's context is its description and its own calls, so it starts with
+  no ``seen`` versions of its own and never inherits the parent's: it must read a
+  file before overwriting it, and its writes are checked against its own reads.
+  It shares the parent's change log, so a parent's write after the subagent
+  changed a file the parent had read is refused (the parent saw an older version),
+  and a parent's versionless write issued in the same batch as the ``task`` call
+  is refused if the subagent changed that file.
 - Its system prompt is the file's body; its conversation is not kept in the thread,
   only its final answer (as the ``task`` tool result) and the tool calls it made.
 """
@@ -82,6 +89,9 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     wanted = meta.get("model")
     if isinstance(wanted, str) and wanted and wanted != model.name and parent.model_factory:
         model = parent.model_factory(wanted)
+    # A fresh ``seen``: the subagent has read nothing yet, whatever the parent has (it must
+    # not write over a version it never saw). The shared log lets each side's version
+    # checks see the other's changes.
     memory = MemoryTools(view, parent.memory.gate, author="subagent", log=parent.memory.log,
                          check_tools_json=parent.memory.check_tools_json)
     # Its edits come from the parent's conversation and turn, through this subagent.

@@ -10,7 +10,7 @@ and texts of the chat's providers. Invariants:
   rule, a validator, a stale version, the database) comes back as a tool result
   with ``isError`` and one line saying how to fix the call. Nothing a call sends
   ends the server.
-- Writes take the one write path (``prepare_*`` -> seen check -> gate -> commit).
+- Writes take the one write path (``prepare_*`` -> version check -> gate -> commit).
   ``client`` and ``yolo`` approve in the gate (the client asked its user before it
   called, or no one is asked) and record that as the revision's approval; ``queue``
   stores the checked change as a pending proposal (``vfs.proposals``) for
@@ -21,6 +21,19 @@ and texts of the chat's providers. Invariants:
   session id): its own ``seen`` versions, so a write over a version this session
   has not read is refused as in chat. A session's calls run one at a time, in a
   worker thread (the store is synchronous), so the event loop never blocks.
+- A client's calls may overlap, so each write is checked against its own call, not
+  the session's latest state. ``read_file`` reports the version it read (a last
+  line ``(version N)`` and ``_meta`` ``{"path", "version"}``, as the writes do);
+  a write that passes it back as ``expected_version`` is refused at any other
+  version. A write without it is checked against what the session had seen when
+  the server started handling the call (its ``Basis``, snapshotted on the event
+  loop before the call waits for the session): it is refused if the file moved
+  past that, or, for a file the session had not seen, if another call of the
+  session changed it since. So of overlapping versionless writes to one file the
+  first to run lands and the others are refused; a versionless write sent after
+  another call's write finished is taken to be based on it (the server cannot tell
+  which read a client used): clients that run calls concurrently pass
+  ``expected_version``.
 - Resources are ``/AGENTS.md`` and each skill (``/skills/<name>.md``,
   ``/skills/<name>/SKILL.md``) as ``memagent://<agent>/<path>``, read at their
   current version (which counts as read for the session's ``seen``). Prompts are
@@ -44,6 +57,7 @@ import jsonschema
 
 from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
 from memagent.agent.tools.history import HistoryTools
+from memagent.agent.tools.memory import Basis
 from memagent.agent.tools.search import SearchTools
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
@@ -100,8 +114,13 @@ class Session:
         self.box = ToolBox([self.memory, SearchTools(view), HistoryTools(view)])
         self.schemas = {d["name"]: d["input_schema"] for d in self.box.definitions()}
 
-    def run(self, name: str, args: Any) -> ToolResult:
-        with self.lock:
+    def basis(self) -> Basis:
+        """What this session has seen now: the basis of a call that arrives now."""
+        return self.memory.snapshot()
+
+    def run(self, name: str, args: Any, basis: Basis | None = None) -> ToolResult:
+        """Run one call, its writes checked against ``basis`` (default: taken now)."""
+        with self.lock, self.memory.based_on(basis):
             return self._run(name, args)
 
     def _run(self, name: str, args: Any) -> ToolResult:
@@ -267,9 +286,13 @@ class MemoryServer:
         async def call_tool(ctx: ServerRequestContext[Any, Any],
                             params: types.CallToolRequestParams) -> types.CallToolResult:
             session = self.session_for(ctx)
-            result = await anyio.to_thread.run_sync(session.run, params.name, params.arguments)
+            # The call's basis is what the session had seen as the call arrived, before it
+            # waits for the session's earlier calls; see the module docstring.
+            basis = session.basis()
+            result = await anyio.to_thread.run_sync(session.run, params.name, params.arguments, basis)
+            meta = dict(result.data) if result.data is not None and not result.is_error else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=result.content)],
-                                        is_error=result.is_error)
+                                        is_error=result.is_error, _meta=meta)
 
         async def list_resources(ctx: ServerRequestContext[Any, Any],
                                  params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:

@@ -13,6 +13,7 @@ Messages API's ``name`` / ``description`` / ``input_schema`` shape) and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -25,11 +26,15 @@ Op = Literal["write", "edit", "delete", "move", "tool"]
 class ToolResult:
     """``content`` is the result as text (what the terminal shows and the thread's
     event log keeps); ``blocks``, when set, is what the model receives instead: a
-    list of Messages API content blocks (text and image), e.g. from an MCP tool."""
+    list of Messages API content blocks (text and image), e.g. from an MCP tool.
+    ``data``, when set, is a small JSON object for programs rather than the model
+    (the file tools' ``{"path", "version"}``; the MCP server sends it as ``_meta``);
+    the model never sees it, so ``content`` must say the same."""
 
     content: str
     is_error: bool = False
     blocks: tuple[dict[str, Any], ...] | None = None
+    data: Mapping[str, Any] | None = None
 
     def model_content(self) -> str | list[dict[str, Any]]:
         """The ``content`` of the ``tool_result`` block sent to the model."""

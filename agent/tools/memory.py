@@ -13,6 +13,21 @@ traces a write from the tool call to the commit. Invariants:
 - ``seen`` maps view paths to the version the model has seen (by reading it,
   writing it, or finding it in the system prompt); a write over an existing file
   the model has not seen is refused.
+- Every write is checked against the version its own call's context saw, never a
+  newer one (``_check_version``). A call that names ``expected_version`` (the
+  version its read showed; 0: the file must not exist) is refused at any other
+  version. A call without it is checked against the ``Basis`` it was issued on: a
+  snapshot of ``seen`` and of the change log's length, taken when the call's
+  context was fixed (``based_on``: the loop takes one per batch of parallel tool
+  calls, the MCP server one per call as it arrives; otherwise when the call
+  starts). So a versionless write is refused if the file's version differs from
+  the one the basis saw, or, for a file the basis had not seen, if this session
+  (or a subagent sharing its change log) changed it after the basis was taken.
+  Reads and writes of calls issued in the same batch therefore never vouch for
+  each other.
+- ``read_file`` ends with a line ``(version N)`` (or says the version of an empty
+  file), and its result carries ``{"path", "version"}`` as ``data``, as do the
+  mutating tools' results, so a caller can pass the version back.
 - Mutating tools take an optional one-line ``reason`` (secret-scanned before anyone
   is asked): the approval panel shows it and the revision keeps it as its message.
   Every commit carries ``origin`` (the loop sets the thread and turn; a subagent's
@@ -30,7 +45,8 @@ traces a write from the tool call to the commit. Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -68,12 +84,20 @@ _PATH = {"type": "string", "description": "Absolute path inside memory, e.g. /AG
 # kept as the revision's message.
 _REASON = {"type": "string", "description": "Optional: one line saying why (shown for approval, kept in history)."}
 REASON_CHARS = 200
+# Mutating tools take an optional expected_version: the version the caller's own read saw.
+_EXPECTED = {"type": "integer", "minimum": 0,
+             "description": "Optional: the version your read_file showed (its last line, '(version N)'); "
+                            "the change is refused if the file is at any other version. 0: the file must "
+                            "not exist yet. Pass it when calls may run concurrently."}
 
 DEFINITIONS: list[dict[str, Any]] = [
     {"name": "ls", "description": "List a memory folder: one entry a line, folders end in /, with sizes.",
      "input_schema": schema({"path": {**_PATH, "default": "/"}}, [])},
     {"name": "read_file",
-     "description": "Read a memory file as numbered lines (`{n:>6}\\t{line}`). Use offset/limit for long files.",
+     "description": "Read a memory file as numbered lines (`{n:>6}\\t{line}`), then a last line "
+                    "'(version N)' (for an empty file the one line says its version): the version read, to pass "
+                    "as expected_version when you change the file. "
+                    "Use offset/limit for long files.",
      "input_schema": schema({"file_path": _PATH,
                              "offset": {"type": "integer", "minimum": 0, "default": 0,
                                         "description": "Lines to skip."},
@@ -81,18 +105,19 @@ DEFINITIONS: list[dict[str, Any]] = [
                                        "description": "Most lines to return."}}, ["file_path"])},
     {"name": "write_file",
      "description": "Create a memory file or overwrite one you have read. Validated; a person approves it.",
-     "input_schema": schema({"file_path": _PATH, "content": {"type": "string"}, "reason": _REASON},
-                            ["file_path", "content"])},
+     "input_schema": schema({"file_path": _PATH, "content": {"type": "string"}, "reason": _REASON,
+                             "expected_version": _EXPECTED}, ["file_path", "content"])},
     {"name": "edit_file",
      "description": "Replace an exact string in a memory file. old_string must occur once unless "
                     "replace_all is true. Validated; a person approves it.",
      "input_schema": schema({"file_path": _PATH, "old_string": {"type": "string"},
                              "new_string": {"type": "string"},
-                             "replace_all": {"type": "boolean", "default": False}, "reason": _REASON},
-                            ["file_path", "old_string", "new_string"])},
+                             "replace_all": {"type": "boolean", "default": False}, "reason": _REASON,
+                             "expected_version": _EXPECTED}, ["file_path", "old_string", "new_string"])},
     {"name": "delete_file",
      "description": "Delete a memory file (kept in history; revertible). A person approves it.",
-     "input_schema": schema({"file_path": _PATH, "reason": _REASON}, ["file_path"])},
+     "input_schema": schema({"file_path": _PATH, "reason": _REASON, "expected_version": _EXPECTED},
+                            ["file_path"])},
     {"name": "glob",
      "description": "Find memory files by pattern: ** crosses folders, {a,b} braces; a pattern "
                     "without / matches file names at any depth.",
@@ -161,6 +186,18 @@ class ChangeLog:
         return len(self.made)
 
 
+@dataclass(frozen=True)
+class Basis:
+    """What a tool call's context had seen when the call was issued.
+
+    ``seen`` is a copy of the provider's ``seen`` then; ``changes`` the length of the
+    change log then, so ``log.made[changes:]`` are the changes made after it.
+    """
+
+    seen: Mapping[str, int]
+    changes: int
+
+
 class MemoryTools:
     """``ToolProvider`` of the file tools for one agent (or subagent)."""
 
@@ -176,6 +213,8 @@ class MemoryTools:
         self.origin: Origin = Origin("subagent" if author == "subagent" else "chat")
         self.log = log if log is not None else ChangeLog()
         self.seen: dict[str, int] = {}
+        # The basis of the calls running now (``based_on``); None: each call's own start.
+        self._basis: Basis | None = None
         self._handlers: dict[str, Callable[..., ToolResult]] = {
             "ls": self._ls, "read_file": self._read_file, "write_file": self._write_file,
             "edit_file": self._edit_file, "delete_file": self._delete_file,
@@ -188,6 +227,37 @@ class MemoryTools:
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._handlers[name](**args)
 
+    # -- the basis of a call ----------------------------------------------------
+
+    def snapshot(self) -> Basis:
+        """The basis of a call issued now.
+
+        Safe to take from another thread while a call runs (the MCP server takes it on
+        its event loop): the log's length is read before ``seen`` is copied, and a
+        commit records its change before it moves ``seen``, so a commit racing with
+        the snapshot can only make the call's check stricter, never let it through.
+        """
+        changes = len(self.log.made)
+        return Basis(dict(self.seen), changes)
+
+    @contextmanager
+    def based_on(self, basis: Basis | None = None) -> Iterator[Basis]:
+        """Run the calls inside against ``basis`` (default: a snapshot taken now).
+
+        The loop wraps each batch of parallel tool calls (the model issued them all
+        on what it had seen before the batch); the MCP server wraps each call with the
+        snapshot taken as it arrived. Calls inside must run one at a time.
+        """
+        taken = basis if basis is not None else self.snapshot()
+        previous, self._basis = self._basis, taken
+        try:
+            yield taken
+        finally:
+            self._basis = previous
+
+    def _current_basis(self) -> Basis:
+        return self._basis if self._basis is not None else self.snapshot()
+
     # -- reading ----------------------------------------------------------------
 
     def _ls(self, path: str = "/") -> ToolResult:
@@ -196,7 +266,10 @@ class MemoryTools:
     def _read_file(self, file_path: str, offset: int = 0, limit: int = READ_LIMIT) -> ToolResult:
         fc = self.view.read(file_path, offset=offset, limit=limit)
         self.seen[fc.path] = fc.version
-        return ToolResult(render_numbered(fc))
+        text = render_numbered(fc)
+        if fc.total_lines:  # an empty file's one line already names its version
+            text += f"\n(version {fc.version})"
+        return ToolResult(text, data={"path": fc.path, "version": fc.version})
 
     def _glob(self, pattern: str, path: str = "/") -> ToolResult:
         found = self.view.glob(pattern, path)
@@ -211,22 +284,43 @@ class MemoryTools:
 
     # -- writing ----------------------------------------------------------------
 
-    def _check_seen(self, pending: PendingChange) -> None:
-        """The change must be based on what the model saw, not on a newer version."""
-        seen = self.seen.get(pending.shown)
-        if seen is not None and seen != pending.expected_version:
-            raise StaleVersion(
-                f"{pending.shown} changed since you read it (you saw version {seen}, it is now "
-                f"version {pending.expected_version}); read it again and re-apply your change"
-            )
+    def _check_version(self, pending: PendingChange, expected_version: int | None) -> None:
+        """The change must be based on the version this call's own context saw, not a newer one."""
+        shown, now = pending.shown, pending.expected_version  # ``now``: 0 when the file is not live
+        if expected_version is not None:
+            # The caller named the version its read saw; nothing else vouches for it.
+            if expected_version == now:
+                return
+            if expected_version == 0:
+                raise StaleVersion(f"{shown} already exists (version {now}) but expected_version 0 says you "
+                                   "expected no file there; read it again and re-apply your change")
+            raise StaleVersion(f"{shown} changed since you read it (you saw version {expected_version}, it is "
+                               f"now {f'version {now}' if now else 'gone'}); read it again and re-apply "
+                               "your change")
+        basis = self._current_basis()
+        seen = basis.seen.get(shown)
+        if seen is not None:
+            if seen != now:
+                raise StaleVersion(f"{shown} changed since you read it (you saw version {seen}, it is now "
+                                   f"version {now}); read it again and re-apply your change")
+            return
+        # Not seen when the call was issued: it still must not land on a change made after
+        # that by another call of this session (or a subagent sharing its change log).
+        later = next((c for c in reversed(self.log.made[basis.changes:]) if c.path == shown), None)
+        if later is not None:
+            raise StaleVersion(f"{shown} changed since you read it (another call changed it to version "
+                               f"{later.version} after this call was issued; it is now version {now}); read it "
+                               "again and re-apply your change")
 
-    def _gated(self, pending: PendingChange, reason: str = "") -> ToolResult:
+    def _gated(self, pending: PendingChange, reason: str = "",
+               expected_version: int | None = None) -> ToolResult:
         if pending.before == pending.after:
             # Nothing to approve or store; the model now knows this version's content.
             self.seen[pending.shown] = pending.expected_version
             return ToolResult(f"No change: {pending.shown} already has exactly that content "
-                              f"(version {pending.expected_version}); nothing was written.")
-        self._check_seen(pending)
+                              f"(version {pending.expected_version}); nothing was written.",
+                              data={"path": pending.shown, "version": pending.expected_version})
+        self._check_version(pending, expected_version)
         reason = one_line_reason(reason)
         check_message(pending.shown, reason)  # refused before anyone is asked, not after
         request = replace(ApprovalRequest.for_change(pending), reason=reason)
@@ -254,29 +348,51 @@ class MemoryTools:
         else:
             self.seen[change.path] = change.version
         verb = {"write": "Wrote", "edit": "Edited", "delete": "Deleted"}[pending.op]
-        return ToolResult(f"{verb} {change.path} (now version {change.version}).")
+        return ToolResult(f"{verb} {change.path} (now version {change.version}).",
+                          data={"path": change.path, "version": change.version})
 
-    def _write_file(self, file_path: str, content: str, reason: str = "") -> ToolResult:
+    def _write_file(self, file_path: str, content: str, reason: str = "",
+                    expected_version: int | None = None) -> ToolResult:
+        expected = _expected(expected_version)
         pending = self.view.prepare_write(file_path, content)
-        if pending.before is not None and pending.shown not in self.seen:
+        if expected is None and pending.before is not None and pending.shown not in self._current_basis().seen:
+            # Read in the same batch (or a call still running) does not count: this call was
+            # issued before that read's result existed.
+            late = " (a read_file issued together with this call does not count)" \
+                if pending.shown in self.seen else ""
             return ToolResult(
                 f"{pending.shown} already exists (version {pending.expected_version}) and you have "
-                "not read it; read_file it first so you do not overwrite what you have not seen, "
+                f"not read it{late}; read_file it first so you do not overwrite what you have not seen, "
                 "or use edit_file", True)
-        return self._gated(pending, reason)
+        return self._gated(pending, reason, expected)
 
     def _edit_file(self, file_path: str, old_string: str, new_string: str,
-                   replace_all: bool = False, reason: str = "") -> ToolResult:
+                   replace_all: bool = False, reason: str = "",
+                   expected_version: int | None = None) -> ToolResult:
+        expected = _expected(expected_version)
         if old_string and old_string == new_string:
             fc = self.view.read(file_path)
             if old_string in fc.content:
                 return ToolResult(f"No change: old_string and new_string are the same, so {fc.path} stays "
-                                  f"as it is (version {fc.version}); nothing was written.")
+                                  f"as it is (version {fc.version}); nothing was written.",
+                                  data={"path": fc.path, "version": fc.version})
         return self._gated(self.view.prepare_edit(file_path, old_string, new_string,
-                                                  replace_all=replace_all), reason)
+                                                  replace_all=replace_all), reason, expected)
 
-    def _delete_file(self, file_path: str, reason: str = "") -> ToolResult:
-        return self._gated(self.view.prepare_delete(file_path), reason)
+    def _delete_file(self, file_path: str, reason: str = "", expected_version: int | None = None) -> ToolResult:
+        expected = _expected(expected_version)
+        return self._gated(self.view.prepare_delete(file_path), reason, expected)
+
+
+def _expected(value: object) -> int | None:
+    """``expected_version`` as given (None: absent); anything but a whole number >= 0 is a bad argument."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        # A TypeError becomes the toolbox's "bad arguments for <tool>" result.
+        raise TypeError(f"expected_version must be a whole number >= 0 (the version read_file showed), "
+                        f"not {value!r}")
+    return value
 
 
 def one_line_reason(reason: object) -> str:
