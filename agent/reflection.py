@@ -11,7 +11,7 @@ pending proposals; ``Review`` applies or rejects them. Invariants:
   with the version it was drafted against, the content before and after, the
   model's reasons and the threads the run read.
 - Applying takes the normal write path (``prepare_write``/``prepare_delete`` with
-  the proposal's base version, then ``commit``), author ``agent``, origin
+  the proposal's base version, then ``vfs.writes.submit``), author ``agent``, origin
   ``reflect`` with the run and its threads, approval ``human`` (review) or
   ``yolo``. A proposal whose file changed since it was made is never applied as
   is. It is re-based only when every hunk of its change applies to whole,
@@ -47,13 +47,13 @@ from memagent.agent.loop import Agent, Hooks
 from memagent.agent.model import Model
 from memagent.agent.tools import ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
 from memagent.agent.tools.memory import DEFINITIONS as FILE_TOOLS
-from memagent.agent.tools.memory import one_line_reason
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs import episodes
+from memagent.vfs import episodes, writes
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import NotFound, StaleVersion, VfsError
 from memagent.vfs.proposals import QUEUED_BY, NewProposal, Proposal, ProposalOp, ProposalStore, ThreadMessage
 from memagent.vfs.render import render_numbered
+from memagent.vfs.revisions import check_message
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.types import Change, FileContent, Origin, PendingChange
 
@@ -150,8 +150,9 @@ class DraftTools:
     def _record(self, draft: Draft, after: str | None, reason: str, verb: str) -> ToolResult:
         if after is not None:
             self.view.check(draft.shown, after)
+        line = writes.reason_line(reason)
+        check_message(draft.shown, line)  # a reason carrying a secret is refused now, not at review
         draft.after = after
-        line = one_line_reason(reason)
         if line and line not in draft.reasons:
             draft.reasons.append(line)
         return ToolResult(f"Proposed: {verb} {draft.shown} (stored for review when you finish; not applied).")
@@ -362,8 +363,9 @@ def _commit(view: AgentView, shown: str, op: str, after: str | None, base: int, 
             approval: Literal["human", "yolo"]) -> Change:
     pending: PendingChange = (view.prepare_delete(shown, expected_version=base) if after is None
                               else view.prepare_write(shown, after, expected_version=base))
-    return view.commit(pending, author="agent", approval=approval, message=reason or f"reflect: {op}",
-                       origin=origin)
+    # The one entrance: review (or --yolo) has already decided, so the policy approves as that.
+    return writes.require(writes.submit(view.store, pending, policy=writes.approved(approval), author="agent",
+                                        origin=origin, reason=reason or f"reflect: {op}"))
 
 
 # -- re-basing a proposal onto a file that changed since ------------------------------------
