@@ -1,0 +1,118 @@
+"""vfs/writes.py: the one entrance from a prepared change to its commit, on both databases.
+
+No-op check, the reason (one bounded line, secret-checked before the policy is
+asked), the policies (refuse by default, yolo, a person's own approval, a yes/no
+callback, queue for review) and the commit at the version the writer read.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memagent.vfs import SqlStore, writes
+from memagent.vfs.errors import StaleVersion, ValidationFailed
+from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.types import PendingChange
+from tests.test_write_path import fake_aws_key
+
+S = "agent:a"
+
+
+def _state(store: SqlStore) -> list[tuple[str, int]]:
+    return [(f.path, f.version) for f in store.all_files(S)]
+
+
+def test_without_a_policy_nothing_is_stored(store: SqlStore) -> None:
+    store.write(S, "/n.md", "one\n")
+    before = _state(store)
+    for pending in (store.prepare_write(S, "/new.md", "new\n"), store.prepare_edit(S, "/n.md", "one", "two"),
+                    store.prepare_delete(S, "/n.md")):
+        result = writes.submit(store, pending, author="agent")
+        assert result.status == "rejected" and result.change is None
+        assert pending.shown in result.message and "no approver" in result.message
+    assert _state(store) == before
+    with pytest.raises(writes.Refused, match="nothing was stored"):
+        writes.require(writes.submit(store, store.prepare_write(S, "/new.md", "x\n"), author="agent"))
+    assert _state(store) == before
+
+
+def test_yolo_commits_and_records_the_approval_and_reason(store: SqlStore) -> None:
+    view = AgentView(store, "a")
+    pending = view.prepare_write("/n.md", "one\n")
+    result = writes.submit(store, pending, policy=writes.yolo, author="agent", reason="  why\nthis  ")
+    assert result.committed and result.change is not None
+    assert (result.change.path, result.change.version, result.change.after) == ("/n.md", 1, "one\n")
+    [rev] = store.history(S, "/n.md")
+    assert (rev.author, rev.approval, rev.message) == ("agent", "yolo", "why this")
+
+
+def test_a_change_that_changes_nothing_asks_no_one_and_stores_nothing(store: SqlStore) -> None:
+    store.write(S, "/n.md", "one\n")
+    asked: list[PendingChange] = []
+    policy = writes.asking(lambda p: asked.append(p) is None)
+    result = writes.submit(store, store.prepare_write(S, "/n.md", "one\n"), policy=policy, author="agent")
+    assert result.status == "unchanged" and not asked
+    assert _state(store) == [("/n.md", 1)]
+
+
+def test_a_secret_in_the_reason_is_refused_before_anyone_is_asked(store: SqlStore) -> None:
+    asked: list[PendingChange] = []
+    policy = writes.asking(lambda p: asked.append(p) is None)
+    with pytest.raises(ValidationFailed, match="revision message") as err:
+        writes.submit(store, store.prepare_write(S, "/n.md", "x\n"), policy=policy, author="agent",
+                      reason=f"rotated {fake_aws_key()}")
+    assert fake_aws_key() not in str(err.value)
+    assert not asked and _state(store) == []
+
+
+def test_the_reason_is_one_bounded_line() -> None:
+    assert writes.reason_line("a\n\tb   c") == "a b c"
+    assert writes.reason_line(None) == "" and writes.reason_line(42) == ""
+    long = writes.reason_line("x" * 1000)
+    assert len(long) == writes.REASON_CHARS and long.endswith("…")
+
+
+def test_a_callback_decides_each_change(store: SqlStore) -> None:
+    policy = writes.asking(lambda p: "no" not in (p.after or ""))
+    ok = writes.submit(store, store.prepare_write(S, "/ok.md", "yes\n"), policy=policy, author="agent")
+    no = writes.submit(store, store.prepare_write(S, "/no.md", "no\n"), policy=policy, author="agent")
+    assert ok.committed and no.status == "rejected" and "refused by the approver" in no.message
+    assert store.history(S, "/ok.md")[0].approval == "human"
+    assert _state(store) == [("/ok.md", 1)]
+
+
+def test_a_stale_change_is_refused_and_nothing_is_stored(store: SqlStore) -> None:
+    store.write(S, "/n.md", "one\n")
+    pending = store.prepare_edit(S, "/n.md", "one", "two")
+
+    def meddle(request: writes.Request) -> writes.Verdict:
+        # Another writer commits between this writer's read and its commit.
+        store.write(S, "/n.md", "someone else\n")
+        return writes.Verdict.approve("human")
+
+    with pytest.raises(StaleVersion):
+        writes.submit(store, pending, policy=meddle, author="agent")
+    assert store.read(S, "/n.md").content == "someone else\n"
+    assert [r.version for r in store.history(S, "/n.md")] == [2, 1]
+
+
+def test_a_person_s_own_command_is_approved_as_theirs(store: SqlStore) -> None:
+    view = AgentView(store, "a")
+    result = writes.submit(store, view.prepare_write("/n.md", "x\n"), policy=writes.approved("cli"), author="cli")
+    assert result.committed
+    assert (store.history(S, "/n.md")[0].author, store.history(S, "/n.md")[0].approval) == ("cli", "cli")
+
+
+def test_queue_stores_a_proposal_and_no_file(store: SqlStore) -> None:
+    store.write(S, "/n.md", "one\n")
+    queue = ProposalStore(store.engine)
+    policy = writes.queue(queue, "a", by="test")
+    result = writes.submit(store, store.prepare_edit(S, "/n.md", "one", "two"), policy=policy, author="agent",
+                           reason="tidy")
+    assert result.status == "queued" and result.proposal is not None
+    assert f"proposal #{result.proposal}" in result.message and "memagent review a" in result.message
+    assert store.read(S, "/n.md").content == "one\n"
+    [p] = queue.pending("a")
+    assert (p.id, p.op, p.base_version, p.before, p.after, p.reason) == (
+        result.proposal, "edit", 1, "one\n", "two\n", "tidy")
