@@ -10,6 +10,7 @@ conflict — never an edit inside a line.
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Iterator
 
@@ -17,6 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memagent.agent.chat.session import build_session
+from memagent.agent.chat.ui.plain import PlainUI
 from memagent.agent.cli import config
 from memagent.agent.gate import Decision
 from memagent.agent.model.scripted import ScriptedModel
@@ -25,6 +28,7 @@ from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.proposals import NewProposal, ProposalStore
 from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import out, run
 
 # Hypothesis: no example database (a failure found once must not make every later
@@ -348,3 +352,18 @@ def test_a_rebase_only_moves_whole_lines(texts: tuple[str, str, str]) -> None:
     assert {k: v for k, v in delta.items() if v} == {k: v for k, v in wanted.items() if v}
     # And undoing the proposal the same way gives the file back, or is a conflict itself.
     assert rebase(after, before, got) in (None, current)
+
+
+def test_chat_review_shows_a_conflict_and_leaves_it_pending(store: SqlStore) -> None:
+    pid = propose(store, NUMBERED_BEFORE, NUMBERED_AFTER)
+    view = AgentView(store, "a", user="tester")
+    view.write("/AGENTS.md", NUMBERED_NOW)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    session = build_session(view, ScriptedModel(), PlainUI(io.StringIO("/review\n"), stdout, stderr),
+                            threads=ThreadStore(store.engine))
+    assert session.run() == 0
+    shown = stdout.getvalue()
+    assert f"conflict in proposal #{pid}" in shown and "+2. Reply in English." in shown
+    assert "-- Reply in English." in shown and "Review done: 0 applied" in shown
+    assert [p.id for p in ProposalStore(store.engine).pending("a")] == [pid]
+    assert view.read("/AGENTS.md").content == NUMBERED_NOW
