@@ -10,6 +10,12 @@ Invariants:
   least one ``${VAR}`` or ``${VAR:-default}`` reference and no literal text or
   default that looks like a credential; a ``url`` carries no password and no
   literal token in its query string.
+- No literal credential in ``args`` either (a process's arguments are visible to
+  every user of the machine, and tools.json is memory): the value of a flag named
+  like a secret (``--password X``, ``--api-key=X``, ``--github-token X``) must hold
+  a ``${VAR}`` reference, and no argument may look like a credential (a provider
+  token, or a long run mixing upper case, lower case and digits). ``secret_args``
+  says which, for the validator and for import, which turns them into references.
 - Parts whose shape is wrong are skipped here: the schema already reports them.
 """
 
@@ -22,6 +28,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .base import Problem
 from .fields import short
+from .secrets import scan_secrets
 from .tools_schema import REMOTE_KEYS, STDIO_KEYS
 
 KIND = "tools.json"
@@ -54,6 +61,47 @@ def _looks_like_credential(text: str) -> bool:
         if re.search(r"[A-Z]", run) and re.search(r"[a-z]", run) and re.search(r"[0-9]", run):
             return True
     return _HEX_RUN.search(text) is not None
+
+
+# A flag whose value is a credential: --password, --api-key, --github-token, --client_secret.
+# ("-p" is not one: it is a port for docker, a package for npx.)
+_SECRET_FLAG = re.compile(
+    r"(?i)--?(?!no-)(?:[a-z0-9]+[-_])*(?:password|passwd|pass|pwd|token|api[-_]?key|apikey|secret"
+    r"|access[-_]?key|private[-_]?key|credentials?)"
+)
+
+
+def _is_path(value: str) -> bool:
+    # A file holding the secret (--private-key ~/.ssh/id, --token ./token.txt) is no secret itself.
+    return value.startswith(("/", "~", "./", "../")) or "\\" in value
+
+
+def secret_args(args: Sequence[str]) -> list[tuple[int, str, str]]:
+    """Each argument holding a literal credential: (index, the part to keep before it, a
+    name for its variable). ``--api-key=X`` keeps ``--api-key=``; ``--password X`` marks X."""
+    found: list[tuple[int, str, str]] = []
+    after_flag: str | None = None  # the secret flag the previous argument was, if any
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if after_flag is not None and not arg.startswith("-"):
+            if "${" not in arg and arg and not _is_path(arg):
+                found.append((i, "", after_flag))
+            after_flag = None
+            continue
+        after_flag = None
+        if _SECRET_FLAG.fullmatch(flag):
+            if not eq:
+                after_flag = flag.lstrip("-")
+            elif value and "${" not in value and not _is_path(value):
+                found.append((i, flag + eq, flag.lstrip("-")))
+            continue
+        if "${" in arg:
+            continue
+        if scan_secrets(arg) or (not _is_path(arg) and "/" not in arg and _looks_like_credential(arg)):
+            # NAME=value (docker -e, env-style settings) keeps its name; a bare token is a token.
+            named = eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", flag)
+            found.append((i, flag + eq, flag) if named else (i, "", "token"))
+    return found
 
 
 def _value_problem(value: str) -> str | None:
@@ -154,6 +202,18 @@ def _server_problems(name: str, server: dict[str, Any]) -> list[Problem]:
             f"stdio servers, but this is a remote ({kind}) server. Remove it, or "
             'remove "type" and "url" for a stdio server.',
         )
+    args = server.get("args")
+    if isinstance(args, list) and all(isinstance(a, str) for a in args):
+        for i, _, _ in secret_args(args):
+            problems.append(
+                Problem(
+                    pointer([*base, "args", i]),
+                    "holds a credential written out in full (it is not repeated here). Secrets never live in "
+                    'memory: write a ${VAR} reference in args (e.g. "--api-key=${SEARCH_API_KEY}") or pass it '
+                    "in env, and set the variable in the environment.",
+                    KIND,
+                )
+            )
     for section in ("env", "headers"):
         values = server.get(section)
         if isinstance(values, dict):

@@ -56,6 +56,7 @@ from .mcp import (
     STDIO_KEYS,
     Tool,
     ToolsConfig,
+    args_to_refs,
     env_name,
     literal_to_ref,
     mcp_name,
@@ -513,7 +514,7 @@ def server_from_mcp_json(name: str, entry: Any, where: str, notes: list[Note]) -
             server[key] = {str(k): literal_to_ref(str(v), str(k) if key == "env" else env_name(name, str(k)),
                                                   f"{where} {key}.{k}", notes) for k, v in value.items()}
         elif key == "args" and isinstance(value, list):
-            server[key] = [str(a) for a in value]
+            server[key] = args_to_refs([str(a) for a in value], name, where, notes)
         elif isinstance(value, str):
             server[key] = value
     if remote and "type" not in server:

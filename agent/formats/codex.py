@@ -44,7 +44,7 @@ from .base import (
 )
 from .claude_code import export_layout, import_skills, warn_unlisted
 from .frontmatter import first_paragraph, read_agent, subagent_file
-from .mcp import REF, Tool, ToolsConfig, literal_to_ref, whole_ref, write_tools_json
+from .mcp import REF, Tool, ToolsConfig, args_to_refs, literal_to_ref, whole_ref, write_tools_json
 
 RESERVED = (".codex/", ".agents/")
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
@@ -262,7 +262,7 @@ class CodexFormat:
         elif isinstance(entry.get("command"), str):
             server = {"command": entry["command"]}
             if isinstance(entry.get("args"), list):
-                server["args"] = [str(a) for a in entry["args"]]
+                server["args"] = args_to_refs([str(a) for a in entry["args"]], name, where, notes)
             env: dict[str, str] = {}
             for key, value in (entry.get("env") or {}).items():
                 env[str(key)] = literal_to_ref(str(value), str(key), f"{where} env.{key}", notes)

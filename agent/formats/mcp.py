@@ -9,7 +9,11 @@ Invariants:
 - Secrets never enter memory: a literal env or header value found in another
   harness's config becomes a ``${VAR}`` reference (``${VAR:-value}`` for a
   harmless setting; a credential-looking value is dropped for ``${VAR}`` with a
-  note), because memagent refuses literal values there.
+  note), because memagent refuses literal values there. The same goes for a
+  credential in ``args`` (``--password X``, ``--api-key=X``, a token on its own):
+  ``args_to_refs`` puts a ``${VAR}`` in its place, with the same note; which
+  arguments count is the tools.json validator's ``secret_args``, so what import
+  writes always passes the validator.
 - MCP tool names are ``mcp__<server>__<tool>`` everywhere a harness uses them.
 """
 
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memagent.validators import scan_secrets
+from memagent.validators.tools_rules import secret_args
 
 from .base import FormatError, Note
 
@@ -135,3 +140,17 @@ def literal_to_ref(value: str, var: str, where: str, notes: list[Note]) -> str:
                                  f"set ${var} in the environment"))
         return f"${{{var}}}"
     return f"${{{var}:-{value}}}"
+
+
+def args_to_refs(args: list[str], server: str, where: str, notes: list[Note]) -> list[str]:
+    """``args`` with each literal credential replaced by a ``${VAR}`` reference (and a note)."""
+    out = list(args)
+    used: set[str] = set()
+    for i, keep, name in secret_args(out):
+        var = env_name(server, name)
+        var = var if var not in used else f"{var}_{i}"
+        used.add(var)
+        out[i] = f"{keep}${{{var}}}"
+        notes.append(Note(f"{where} args[{i}]", f"the literal value was not imported (memory never holds secrets): "
+                                                f"set ${var} in the environment"))
+    return out

@@ -48,7 +48,7 @@ from .claude_code import (
     warn_unlisted,
 )
 from .frontmatter import emit, first_paragraph, read_agent, subagent_file
-from .mcp import REF, Tool, ToolsConfig, literal_to_ref, split_mcp_name, write_tools_json
+from .mcp import REF, Tool, ToolsConfig, args_to_refs, literal_to_ref, split_mcp_name, write_tools_json
 
 TO_OPENCODE = {"ls": "list", "read_file": "read", "write_file": "write", "edit_file": "edit", "glob": "glob",
                "grep": "grep", "task": "task"}
@@ -259,7 +259,7 @@ class OpenCodeFormat:
         if entry.get("type") in ("local", None) and isinstance(command, list) and command:
             server = {"command": str(command[0])}
             if len(command) > 1:
-                server["args"] = [str(a) for a in command[1:]]
+                server["args"] = args_to_refs([str(a) for a in command[1:]], name, where, notes)
             if isinstance(entry.get("environment"), dict):
                 server["env"] = {str(k): literal_to_ref(from_env(str(v)), str(k), f"{where} environment.{k}", notes)
                                  for k, v in entry["environment"].items()}
