@@ -10,6 +10,12 @@ if sys.argv[1:2] == ["context"]:
 
     raise SystemExit(context_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["secrets"]:
+    # ``python -m bench secrets``: memagent's secret scanner against detect-secrets.
+    from bench.secrets import main as secrets_main
+
+    raise SystemExit(secrets_main(sys.argv[2:]))
+
 from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""``python -m bench secrets``: memagent's secret scanner against detect-secrets on one corpus.
+
+Both scanners see every sample of ``bench/secrets_corpus.py`` (fake credentials of
+many kinds, each in a realistic line, and look-alikes). A credential counts as
+caught when the scanner reports anything in its sample; a look-alike counts as a
+false alarm when it does. The table gives, per kind, caught / samples for the
+credentials and alarms / samples for the look-alikes, memagent beside
+detect-secrets; with ``--out`` (by default ``bench/RESULTS.md``) it replaces the
+"secrets" section of that file and nothing else.
+
+Invariants:
+- Same input for both: each sample is written to a file named ``notes.md`` (memory
+  files are Markdown) and detect-secrets scans it with its default settings (all
+  plugins and heuristic filters of the installed version); memagent's is
+  ``validators.scan_secrets`` on the same text.
+- Deterministic: the corpus is seeded; the figures change only with the scanners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import sections
+from bench.secrets_corpus import Sample, credentials, lookalikes
+from memagent.validators import scan_secrets
+
+Scanner = Callable[[str], bool]
+
+
+def memagent_scanner() -> Scanner:
+    return lambda text: bool(scan_secrets(text))
+
+
+def detect_secrets_scanner(folder: Path) -> tuple[Scanner, str] | None:
+    """detect-secrets' default scan of one file, and its version; None when it is not installed."""
+    try:
+        from detect_secrets import SecretsCollection
+        from detect_secrets.__version__ import VERSION
+        from detect_secrets.settings import default_settings
+    except ImportError:
+        return None
+    path = folder / "notes.md"
+
+    def scan(text: str) -> bool:
+        path.write_text(text, "utf-8")
+        with default_settings():
+            found = SecretsCollection(root=str(folder))
+            found.scan_file(str(path))
+        return bool(found.json())
+
+    return scan, VERSION
+
+
+def _rows(samples: list[Sample], scanners: list[Scanner]) -> list[tuple[str, int, list[int]]]:
+    """(kind, samples, hits per scanner) in corpus order."""
+    rows: dict[str, tuple[int, list[int]]] = {}
+    for s in samples:
+        n, hits = rows.setdefault(s.kind, (0, [0] * len(scanners)))
+        for i, scan in enumerate(scanners):
+            hits[i] += scan(s.text)
+        rows[s.kind] = (n + 1, hits)
+    return [(kind, n, hits) for kind, (n, hits) in rows.items()]
+
+
+def table(names: list[str], scanners: list[Scanner]) -> str:
+    creds, looks = credentials(), lookalikes()
+    cred_rows, look_rows = _rows(creds, scanners), _rows(looks, scanners)
+    caught = [sum(r[2][i] for r in cred_rows) for i in range(len(scanners))]
+    alarms = [sum(r[2][i] for r in look_rows) for i in range(len(scanners))]
+    head = "| kind | samples | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names)
+    out = [
+        "## Secrets: memagent's scanner against detect-secrets\n",
+        f"{len(creds)} fake credentials of {len(cred_rows)} kinds and {len(looks)} look-alikes "
+        "(`bench/secrets_corpus.py`, seeded; `python -m bench secrets` regenerates this section).\n",
+        "| | " + " | ".join(names) + " |\n|---|" + "---|" * len(names),
+        "| credentials caught | "
+        + " | ".join(f"{c} / {len(creds)} ({100 * c / len(creds):.1f} %)" for c in caught)
+        + " |",
+        "| false alarms on look-alikes | " + " | ".join(f"{a} / {len(looks)}" for a in alarms) + " |",
+        "",
+        "### Credentials caught, per kind\n",
+        head,
+    ]
+    out += [f"| {kind} | {n} | " + " | ".join(str(h) for h in hits) + " |" for kind, n, hits in cred_rows]
+    out += ["", "### False alarms on look-alikes, per kind\n", head]
+    out += [f"| {kind} | {n} | " + " | ".join(str(h) for h in hits) + " |" for kind, n, hits in look_rows]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench secrets", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS.md")), help="results file ('-' = print)")
+    args = ap.parse_args(argv)
+    names, scanners = ["memagent"], [memagent_scanner()]
+    with tempfile.TemporaryDirectory() as folder:
+        peer = detect_secrets_scanner(Path(folder))
+        if peer is not None:
+            names.append(f"detect-secrets {peer[1]}")
+            scanners.append(peer[0])
+        section = table(names, scanners)
+    print(section)
+    if args.out != "-":
+        sections.write(args.out, "secrets", section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
