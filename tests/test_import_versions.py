@@ -187,6 +187,10 @@ class Child:
             assert done, f"memagent neither printed {text!r} nor ended"
             return want in self._text[name]
 
+    def text(self, name: str) -> str:
+        with self._cond:
+            return self._text[name].decode()
+
     def answer(self, line: str) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(line.encode())
@@ -295,6 +299,38 @@ def test_import_refuses_an_agent_created_while_it_asked(backend_url: str, tmp_pa
             store.read("agent:copy", "/knowledge/ann.md")
 
 
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_change_committed_between_the_check_and_the_write_is_refused(db_url: str, tmp_path: Path) -> None:
+    # Postgres only: there the import's transaction takes no lock before its UPDATE, so
+    # another writer can commit in that window. On SQLite the import's BEGIN IMMEDIATE
+    # holds the database's write lock from the check on, so nobody can.
+    env = {"MEMAGENT_DB": db_url, "NO_COLOR": "1"}
+    with opened(db_url) as store:
+        store.create_agent("ra", {"/knowledge/ann.md": ANN, "/knowledge/same.md": "# Same\n"})
+    src = write_source(tmp_path / "src", {"/knowledge/ann.md": "# Ann\n\n- likes coffee\n",
+                                          "/knowledge/same.md": "# Same\n"})
+    step = 0
+    while True:  # find the step that overwrites /knowledge/ann.md: the check is behind it
+        step += 1
+        child = Child("import", str(src), "--as", "ra", "--format", "folder", "--yes",
+                      env={**env, STOP_AT: str(step)})
+        assert child.wait_for("err", f"stopped at step {step}: "), "the import ended without overwriting the file"
+        assert child.wait_for("err", "\n")
+        if "UPDATE files" in child.text("err"):
+            break
+        child.kill()
+    other = run("fs", "edit", "-a", "ra", "/knowledge/ann.md", "tea", "green tea", env=env)
+    assert other.returncode == 0, err(other)
+    child.answer("\n")
+    code, _, stderr = child.finish()
+    assert code == 1
+    assert stderr.splitlines()[-1] == ("memagent: /knowledge/ann.md changed since the preview (you saw version 1, "
+                                       "it is now version 2); nothing was stored; run the import again")
+    with opened(db_url) as store:
+        assert store.read("agent:ra", "/knowledge/ann.md").content == "# Ann\n\n- likes green tea\n"
+        assert [r.author for r in store.history("agent:ra", "/knowledge/ann.md")] == ["cli", "cli"]
+
+
 def test_import_killed_at_every_step_leaves_no_agent_or_all_its_files(backend_url: str, tmp_path: Path) -> None:
     files = {f"/knowledge/f{i:02}.md": f"# File {i}\n\nfact {i}\n" for i in range(bulk_min())}
     src = write_source(tmp_path / "src", files)
@@ -309,7 +345,7 @@ def test_import_killed_at_every_step_leaves_no_agent_or_all_its_files(backend_ur
             agent = f"k{step}"
             child = Child("import", str(src), "--as", agent, "--format", "folder", "--yes",
                           env={**env, STOP_AT: str(step)})
-            stopped = child.wait_for("err", f"stopped at step {step}\n")
+            stopped = child.wait_for("err", f"stopped at step {step}: ")
             if stopped:
                 child.kill()
             else:

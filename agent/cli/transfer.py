@@ -407,29 +407,32 @@ def _test_stop_points(store: SqlStore) -> None:
 
     The steps are the SQL statements and the commit that this thread runs from here
     on (the background index merge runs on its own thread and is not counted). At
-    step N the process prints ``stopped at step N`` to stderr and waits forever, so a
-    test can SIGKILL it at a known point of the transaction; tests/test_import_versions.py
-    kills an import at every step this way.
+    step N the process prints ``stopped at step N: <statement>`` (one line) to stderr
+    and waits for a line on stdin before it goes on, so a test can SIGKILL it, or
+    act and then let it go on, at a known point of the transaction
+    (tests/test_import_versions.py does both).
     """
     raw = os.environ.get(STOP_AT)
     if not raw:
         return
-    from sqlalchemy import event
-
+    if not raw.isdigit():
+        fail(f"{STOP_AT} must be a step number, not {raw!r}")
     stop, steps, me = int(raw), 0, threading.get_ident()
 
-    def step(*_args: object, **_kwargs: object) -> None:
+    def step(what: str) -> None:
         nonlocal steps
         if threading.get_ident() != me:
             return
         steps += 1
         if steps == stop:
-            sys.stderr.write(f"stopped at step {steps}\n")
+            sys.stderr.write(f"stopped at step {steps}: {' '.join(what.split())}\n")
             sys.stderr.flush()
-            threading.Event().wait()  # until the test kills the process
+            sys.stdin.readline()
 
-    event.listen(store.engine, "before_cursor_execute", step)
-    event.listen(store.engine, "commit", step)
+    from sqlalchemy import event
+
+    event.listen(store.engine, "before_cursor_execute", lambda _c, _cur, statement, *_a: step(statement))
+    event.listen(store.engine, "commit", lambda _conn: step("COMMIT"))
 
 
 def _clean(files: Mapping[str, str], notes: list[Note]) -> dict[str, str]:
