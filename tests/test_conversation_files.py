@@ -24,7 +24,7 @@ from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
 
-def text(t: str) -> list[dict[str, Any]]:
+def said(t: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": t}]
 
 
@@ -51,19 +51,24 @@ def expected(store: SqlStore, threads: ThreadStore, tid: str, agent: str = "a") 
 
 # -- thousands of threads -------------------------------------------------------------------
 
-THREADS = 2000
+THREADS = 3000
 
 
 def test_thousands_of_threads_answer_ls_grep_read_and_search(store: SqlStore) -> None:
     threads = ThreadStore(store.engine)
-    ids = []
-    for i in range(THREADS):
+    # Most threads in one batch (what create + append leave, in two statements), the
+    # last ones one message at a time, as a chat adds them.
+    ids = threads.create_many("a", "claude-test", [
+        [{"role": "user", "content": said(f"Question {i}: where is quokka{i} kept?")},
+         {"role": "assistant", "content": said(f"quokka{i} sleeps in pen {i % 7}.")}]
+        for i in range(THREADS - 50)])
+    for i in range(THREADS - 50, THREADS):
         tid = threads.create("a", "claude-test")
-        threads.append(tid, {"role": "user", "content": text(f"Question {i}: where is quokka{i} kept?")})
-        threads.append(tid, {"role": "assistant", "content": text(f"quokka{i} sleeps in pen {i % 7}.")})
+        threads.append(tid, {"role": "user", "content": said(f"Question {i}: where is quokka{i} kept?")})
+        threads.append(tid, {"role": "assistant", "content": said(f"quokka{i} sleeps in pen {i % 7}.")})
         ids.append(tid)
     marigold = ids[1234]
-    threads.append(marigold, {"role": "user", "content": text("The boat is called Marigold.")})
+    threads.append(marigold, {"role": "user", "content": said("The boat is called Marigold.")})
 
     view = AgentView(store, "a", user="tester")
     tools = MemoryTools(view, Gate())
@@ -93,13 +98,13 @@ def test_thousands_of_threads_answer_ls_grep_read_and_search(store: SqlStore) ->
     assert found.content.startswith(f"1. /conversations{threads.conversation_file(marigold)}  (score")
 
     # Every file is its thread's whole render, version = the last seq (a sample).
-    for tid in ids[::97] + [marigold]:
+    for tid in ids[::97] + ids[-3:] + [marigold]:
         name = threads.conversation_file(tid)
         assert name is not None
         assert stored(store, name) == expected(store, threads, tid)
 
     # A later message reaches only its own thread's file, at the next look.
-    threads.append(ids[5], {"role": "user", "content": text("Add a wombat named Basil.")})
+    threads.append(ids[5], {"role": "user", "content": said("Add a wombat named Basil.")})
     assert view.grep("wombat named Basil", path="/conversations/").files == \
         [f"/conversations{threads.conversation_file(ids[5])}"]
     assert threads.sync_stale("a") == 0
@@ -119,7 +124,7 @@ def test_appends_keep_the_file_equal_to_a_whole_render(store: SqlStore) -> None:
         assert name is not None
         assert stored(store, name) == expected(store, threads, tid)
 
-    threads.append(tid, {"role": "user", "content": text("Hello there. Plan the trip to Oslo.")})
+    threads.append(tid, {"role": "user", "content": said("Hello there. Plan the trip to Oslo.")})
     look()
     threads.append(tid, {"role": "assistant", "content": [
         {"type": "text", "text": "Writing it down."},
@@ -127,29 +132,29 @@ def test_appends_keep_the_file_equal_to_a_whole_render(store: SqlStore) -> None:
          "input": {"file_path": "/trip.md", "content": "Oslo\n" * 100}}]})
     threads.append(tid, {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t1", "content": "Wrote /trip.md (now version 1)."}]})
-    threads.append(tid, {"role": "assistant", "content": text("Done.")})
+    threads.append(tid, {"role": "assistant", "content": said("Done.")})
     look()
     # A failed turn: marked after the file shows it (appended), and before (rendered marked).
-    seq = threads.append(tid, {"role": "user", "content": text("And the hotel?")})
+    seq = threads.append(tid, {"role": "user", "content": said("And the hotel?")})
     look()
     threads.mark_failed(tid, seq)
     look()
-    seq = threads.append(tid, {"role": "user", "content": text("The hotel, please?")})
+    seq = threads.append(tid, {"role": "user", "content": said("The hotel, please?")})
     threads.mark_failed(tid, seq)
     look()
     # A failed mark on a message the file shows, but not as its last: rendered whole again.
-    seq = threads.append(tid, {"role": "user", "content": text("Third try.")})
-    threads.append(tid, {"role": "assistant", "content": text("Hotel Bristol.")})
+    seq = threads.append(tid, {"role": "user", "content": said("Third try.")})
+    threads.append(tid, {"role": "assistant", "content": said("Hotel Bristol.")})
     look()
     threads.mark_failed(tid, seq)
     look()
     # The last message replaced (an interrupted turn merged into it), shown and not yet.
-    threads.append(tid, {"role": "user", "content": text("Book it")})
+    threads.append(tid, {"role": "user", "content": said("Book it")})
     look()
-    threads.replace_last(tid, {"role": "user", "content": text("Book it") + text("for two nights")})
+    threads.replace_last(tid, {"role": "user", "content": said("Book it") + said("for two nights")})
     look()
-    threads.append(tid, {"role": "assistant", "content": text("Booked.")})
-    threads.replace_last(tid, {"role": "assistant", "content": text("Booked, two nights.")})
+    threads.append(tid, {"role": "assistant", "content": said("Booked.")})
+    threads.replace_last(tid, {"role": "assistant", "content": said("Booked, two nights.")})
     look()
     content, version = stored(store, threads.conversation_file(tid) or "")
     assert version == threads.count(tid)  # the seq of the last message shown
@@ -168,7 +173,7 @@ def test_the_size_bound_cuts_the_same_piece_by_piece_and_at_once(store: SqlStore
     at_once = threads.create("a", "m")
     for i, body in enumerate(bodies):
         for tid in (one_by_one, at_once):
-            threads.append(tid, {"role": "user" if i % 2 == 0 else "assistant", "content": text(body)})
+            threads.append(tid, {"role": "user" if i % 2 == 0 else "assistant", "content": said(body)})
         threads.sync(one_by_one)
     view.ls("/conversations/")
     with store.engine.connect() as conn:
@@ -193,13 +198,13 @@ def test_the_size_bound_cuts_the_same_piece_by_piece_and_at_once(store: SqlStore
 def test_a_stale_update_never_overwrites_newer_content(store: SqlStore) -> None:
     threads = ThreadStore(store.engine)
     tid = threads.create("a", "m")
-    threads.append(tid, {"role": "user", "content": text("first")})
+    threads.append(tid, {"role": "user", "content": said("first")})
     threads.sync(tid)
     path = threads.conversation_file(tid) or ""
     with store.engine.connect() as conn:
         old = conversation_files.state(conn, "a", path)
     assert old is not None and old.upto == 1
-    threads.append(tid, {"role": "assistant", "content": text("second")})
+    threads.append(tid, {"role": "assistant", "content": said("second")})
     threads.sync(tid)
     newer = stored(store, path)
     assert newer[1] == 2 and "second" in newer[0]
@@ -218,7 +223,7 @@ def test_a_stale_update_never_overwrites_newer_content(store: SqlStore) -> None:
 def test_concurrent_renders_of_one_thread_end_in_its_whole_render(store: SqlStore) -> None:
     threads = ThreadStore(store.engine)
     tid = threads.create("a", "m")
-    threads.append(tid, {"role": "user", "content": text("start")})
+    threads.append(tid, {"role": "user", "content": said("start")})
     done = threading.Event()
     errors: list[BaseException] = []
 
@@ -237,7 +242,7 @@ def test_concurrent_renders_of_one_thread_end_in_its_whole_render(store: SqlStor
     try:
         for i in range(40):
             threads.append(tid, {"role": "assistant" if i % 2 == 0 else "user",
-                                 "content": text(f"line {i}")})
+                                 "content": said(f"line {i}")})
     finally:
         done.set()
         for w in workers:

@@ -123,12 +123,46 @@ class ThreadStore:
     def create(self, agent: str, model: str) -> str:
         tid = str(uuid.uuid4())
         now = _now()
-        with self.engine.begin() as conn:
+        with self._small_write() as conn:  # one statement: autocommit on Postgres
             conn.execute(insert(threads).values(id=tid, agent=agent, title="", model=model,
                                                 created_at=now, updated_at=now))
         self._meta[tid] = _Meta(agent, model, now, None)
         self._next_seq[tid] = 1  # a new thread has no message: no need to ask
         return tid
+
+    def create_many(self, agent: str, model: str,
+                    conversations: Sequence[Sequence[dict[str, Any]]]) -> builtins.list[str]:
+        """One new thread per conversation, with its messages, in one transaction.
+
+        For loading many threads at once (an import, a test corpus): each thread is
+        what ``create`` and one ``append`` per message would leave (title, file path,
+        stale until its file is rendered), in two statements for the whole batch.
+        """
+        now = _now()
+        ids: builtins.list[str] = []
+        thread_rows: builtins.list[dict[str, Any]] = []
+        message_rows: builtins.list[dict[str, Any]] = []
+        for conversation in conversations:
+            tid = str(uuid.uuid4())
+            ids.append(tid)
+            title = make_title(_text_of(conversation[0]["content"])) if conversation else ""
+            thread_rows.append({
+                "id": tid, "agent": agent, "title": title, "model": model, "created_at": now,
+                "updated_at": now, "stale": bool(conversation),
+                "conversation_path": episodes.file_path(now, title, tid) if conversation else None})
+            message_rows.extend(
+                {"thread_id": tid, "seq": seq, "role": m["role"], "content": m["content"], "usage": None,
+                 "cost_usd": None, "created_at": now}
+                for seq, m in enumerate(conversation, 1))
+        if not ids:
+            return ids
+        with self._locked() as conn:
+            conn.execute(insert(threads), thread_rows)
+            if message_rows:
+                conn.execute(insert(messages), message_rows)
+        for tid, conversation in zip(ids, conversations, strict=True):
+            self._next_seq[tid] = len(conversation) + 1
+        return ids
 
     def get(self, agent: str, thread_id: str) -> ThreadInfo:
         with self.engine.connect() as conn:
@@ -182,7 +216,8 @@ class ThreadStore:
 
     def append(self, thread_id: str, message: dict[str, Any], *, usage: dict[str, int] | None = None,
                cost_usd: float | None = None, title: str | None = None) -> int:
-        """Add a message; one short transaction (the next seq number is remembered).
+        """Add a message; one short transaction (the next seq number is remembered), one
+        statement on Postgres.
 
         Returns the message's seq. ``title`` names the thread if this is its first
         message (default: a short form of the message's text).
@@ -191,13 +226,7 @@ class ThreadStore:
         for attempt in (1, 2):
             seq = self._next_seq.get(thread_id) or self._last_seq(thread_id) + 1
             try:
-                # The first message also fixes the file's path: one transaction, so a
-                # message is never stored without the path its file will have.
-                with self._small_write() if seq != 1 else self._locked() as conn:
-                    conn.execute(insert(messages).values(
-                        thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
-                        usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
-                        created_at=now))
+                with self._small_write() as conn:
                     values: dict[str, Any] = {"stale": True}
                     if message["role"] == "user" and _has_text(message["content"]):
                         # Activity time orders /threads and --resume; one update per turn is enough.
@@ -209,7 +238,21 @@ class ThreadStore:
                         if meta is not None:
                             meta.path = episodes.file_path(meta.created_at, name, thread_id)
                             values["conversation_path"] = meta.path
-                    conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
+                    row = insert(messages).values(
+                        thread_id=thread_id, seq=seq, role=message["role"], content=message["content"],
+                        usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
+                        created_at=now)
+                    mark = update(threads).values(**values)
+                    if conn.dialect.name == "postgresql":
+                        # One statement (a data-modifying CTE): the message, its thread's
+                        # stale mark and the first message's path commit together, in one
+                        # round trip, so a thread never has a message its file cannot find.
+                        added = row.returning(messages.c.thread_id).cte("added")
+                        conn.execute(mark.where(threads.c.id.in_(select(added.c.thread_id)))
+                                     .add_cte(added))
+                    else:
+                        conn.execute(row)  # one transaction on SQLite (``_small_write``)
+                        conn.execute(mark.where(threads.c.id == thread_id))
             except IntegrityError:
                 # Another session appended to this thread meanwhile: re-read the end once.
                 self._next_seq.pop(thread_id, None)
