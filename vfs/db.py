@@ -13,6 +13,12 @@ Invariants:
   ``BEGIN IMMEDIATE`` write lock does the same.
 - Connection failures surface as ``DatabaseUnavailable`` with the password masked,
   saying which step failed (opening the database, or migrating it).
+- A dropped connection is never handed out twice: once a caller has seen one die
+  (``is_disconnect``; a server restart or ``pg_terminate_backend`` ends every session
+  at once), ``distrust_pool`` makes each pooled connection that was idle before that
+  moment be tested at its next checkout and replaced if it is dead too. Retrying the
+  call is the caller's decision (``SqlStore`` retries reads, and writes it can prove
+  uncommitted).
 - Diagnostics go to the ``memagent.vfs`` logger (database chosen, migrations run);
   this package configures no handler, so it is silent unless the CLI enables it.
 """
@@ -22,10 +28,13 @@ from __future__ import annotations
 import logging
 import select
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -51,6 +60,10 @@ MIGRATION_LOCK = 0x6D656D6167656E74
 PING_AFTER_IDLE = 2.0
 # How long a process waits for another one's migration before giving up.
 MIGRATION_WAIT_SECONDS = 300
+# SQLSTATEs that mean the server ended the session: class 08 (connection exception),
+# and admin_shutdown, crash_shutdown, cannot_connect_now (57P01-57P03).
+_GONE_CLASS = "08"
+_GONE_STATES = frozenset({"57P01", "57P02", "57P03"})
 
 log = logging.getLogger("memagent.vfs")
 
@@ -140,7 +153,15 @@ def _ping_when_idle(engine: Engine) -> None:
     socket; noticing costs one non-blocking ``select``, no round trip). A dead one is
     replaced: ``DisconnectionError`` makes the pool open a new connection, as
     ``pool_pre_ping`` does.
+
+    A server that dropped its sessions may not have said so yet when a connection is
+    checked out (``pg_terminate_backend`` returns before the backend writes its
+    goodbye), so a connection can still fail on its first query; the caller that sees
+    that calls ``distrust_pool``, and every connection idle since before then is
+    tested at its next checkout, as if it had been idle long.
     """
+    trust = _Trust()
+    _TRUST[engine] = trust
 
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
@@ -151,7 +172,8 @@ def _ping_when_idle(engine: Engine) -> None:
         since = record.info.get("memagent_idle_since")
         if since is None:
             return  # just opened
-        if time.monotonic() - since < PING_AFTER_IDLE and not _socket_has_news(dbapi_conn):
+        if (time.monotonic() - since < PING_AFTER_IDLE and since > trust.distrusted_at
+                and not _socket_has_news(dbapi_conn)):
             return  # used a moment ago, and the server has not said anything since
         try:
             cur = dbapi_conn.cursor()
@@ -163,6 +185,171 @@ def _ping_when_idle(engine: Engine) -> None:
                 dbapi_conn.rollback()  # end the transaction the ping began
         except Exception as exc:  # any driver error: the connection is unusable
             raise DisconnectionError(f"pooled connection is gone ({type(exc).__name__})") from exc
+
+
+class _Trust:
+    """When a caller last saw one of the engine's connections die (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        self.distrusted_at = float("-inf")
+
+
+# Per engine (weakly: an engine that is gone takes its entry with it).
+_TRUST: weakref.WeakKeyDictionary[Engine, _Trust] = weakref.WeakKeyDictionary()
+
+
+def distrust_pool(engine: Engine) -> None:
+    """Test every connection idle since before now at its next checkout.
+
+    Called when one connection turned out dead: the server most likely ended the
+    others at the same moment (a restart, a failover, ``pg_terminate_backend``), and
+    the LIFO pool would otherwise hand them out one after another, each failing once.
+    Connections opened from now on are not affected. (SQLite has nothing to drop.)
+    """
+    trust = _TRUST.get(engine)
+    if trust is not None:
+        trust.distrusted_at = time.monotonic()
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database connection is gone (not that a statement failed).
+
+    SQLAlchemy flags what the dialect recognises (``connection_invalidated``); the
+    driver's own errors (the raw-connection fast path) are recognised by SQLSTATE, or
+    by the driver connection being closed or broken, which ``DisconnectionError``
+    from a failed checkout ping, or a caller wrapping its raw connection, carries.
+    """
+    if isinstance(exc, DisconnectionError):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(state, str) and (state.startswith(_GONE_CLASS) or state in _GONE_STATES)
+
+
+def driver_is_dead(dbapi_conn: Any) -> bool:
+    """Whether a driver connection is closed or broken (psycopg says so after losing it)."""
+    return bool(getattr(dbapi_conn, "closed", False) or getattr(dbapi_conn, "broken", False))
+
+
+# -- retrying a store call on a new connection -------------------------------------
+
+Kind = Literal["read", "write"]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Call:
+    """One outermost store call: whether it has sent anything that may have committed."""
+
+    __slots__ = ("may_have_committed", "proof", "what")
+
+    def __init__(self) -> None:
+        self.may_have_committed = False
+        # A check, run on a new connection, that is True only if nothing of this call
+        # committed (see ``committing``).
+        self.proof: Callable[[], bool] | None = None
+        self.what = ""
+
+
+_CALL: ContextVar[_Call | None] = ContextVar("memagent_store_call", default=None)
+
+
+def committing(*, proof: Callable[[], bool] | None = None, what: str = "") -> None:
+    """Note that the current store call is about to send what may commit.
+
+    A transaction's COMMIT is noted by itself (``watch_commits``); a statement run in
+    autocommit must be noted by its caller before it is sent. ``proof`` (optional)
+    tells afterwards, on a new connection, that nothing committed: an optimistic
+    write's file still at the version it expected, for instance. ``what`` names the
+    file in the error when neither holds.
+    """
+    call = _CALL.get()
+    if call is not None:
+        call.may_have_committed = True
+        call.proof = proof
+        call.what = what
+
+
+def _on_commit(_conn: Any) -> None:
+    # Fired before the DBAPI commit is sent: from here on the transaction may be stored.
+    call = _CALL.get()
+    if call is not None:
+        call.may_have_committed = True
+
+
+def watch_commits(engine: Engine) -> None:
+    """Let ``reconnecting`` know when a call on ``engine`` sends a COMMIT."""
+    if not event.contains(engine, "commit", _on_commit):
+        event.listen(engine, "commit", _on_commit)
+
+
+def reconnecting(kind: Kind, engine_of: Callable[[Any], Engine]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Run a store method again, once, on a new connection when its connection died.
+
+    Only the outermost call retries (``write`` calls ``prepare_write`` and ``commit``;
+    the whole ``write`` is what runs again). A read always may. A write may only while
+    nothing of it may have committed: no COMMIT was sent (a transaction the server
+    lost before its COMMIT is rolled back), or its ``proof`` holds on a new
+    connection. Otherwise the change may be stored or not, and the caller gets a
+    one-line ``DatabaseUnavailable`` saying so, never a second copy of the change.
+    ``engine_of`` finds the engine from the method's first argument (the store).
+    """
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if _CALL.get() is not None:
+                return fn(*args, **kwargs)  # inside a store call: the outermost one retries
+            engine = engine_of(args[0])
+            for attempt in (1, 2):
+                state = _Call()
+                token = _CALL.set(state)
+                try:
+                    return fn(*args, **kwargs)
+                except Exception as exc:
+                    if not is_disconnect(exc):
+                        raise
+                    distrust_pool(engine)
+                    reason = _reason(exc)
+                    if kind == "write" and state.may_have_committed and not _proved(state):
+                        what = state.what or "the change"
+                        raise DatabaseUnavailable(
+                            f"the database connection was lost while committing {what} ({reason}); "
+                            "it may or may not be stored: look at its history (`memagent fs log`) "
+                            "before making the change again") from None
+                    if attempt == 2:
+                        raise DatabaseUnavailable(
+                            f"the database connection was lost again after reconnecting ({reason}); "
+                            "nothing was changed; check that the database server is running") from None
+                    log.info("the database dropped a connection (%s); running %s again on a new one",
+                             reason, getattr(fn, "__name__", "the call"))
+                finally:
+                    _CALL.reset(token)
+            raise AssertionError("unreachable: the second attempt returns or raises")
+
+        return call
+
+    return wrap
+
+
+def _proved(state: _Call) -> bool:
+    """Whether the call's proof shows, on a new connection, that nothing of it committed."""
+    if state.proof is None:
+        return False
+    try:
+        return state.proof()
+    except Exception as exc:  # the proof could not be read: nothing is proved
+        log.info("could not check whether a lost commit was stored (%s)", _reason(exc))
+        return False
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc.__cause__ or exc
+    lines = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {lines[0]}" if lines else type(orig).__name__
 
 
 def _socket_has_news(dbapi_conn: Any) -> bool:

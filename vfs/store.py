@@ -47,7 +47,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
 
 from memagent.vfs import blame as blaming
 from memagent.vfs import bulk, db, paths, ranking, search
@@ -188,6 +188,9 @@ class SqlStore:
         self._ranker: ranking.Ranker = ranking.FullTextRanker()
         # The full-text indexes' pending entries, merged after writes (vfs/pending.py).
         self._pending = PendingLists(engine)
+        # A call whose connection the server dropped runs again on a new one (see
+        # _RECONNECTING); it needs to know whether the call sent a COMMIT.
+        db.watch_commits(engine)
 
     def close(self) -> None:
         """Close the store's database connections (the store may not be used after)."""
@@ -275,23 +278,29 @@ class SqlStore:
         bypassing SQLAlchemy's statement layer here saves most of such a call's time.
         """
         raw = self.engine.raw_connection()
+        driver: Any = raw.driver_connection
+        pg = self.engine.dialect.name == "postgresql"
         try:
-            driver: Any = raw.driver_connection
-            pg = self.engine.dialect.name == "postgresql"
             if pg:
                 driver.autocommit = True  # no BEGIN/ROLLBACK round trips around one SELECT
+            cur = raw.cursor()
             try:
-                cur = raw.cursor()
-                try:
-                    cur.execute(_HEAD_SQL_PG if pg else _HEAD_SQL, (scope, path))
-                    got = cur.fetchone()
-                finally:
-                    cur.close()
+                cur.execute(_HEAD_SQL_PG if pg else _HEAD_SQL, (scope, path))
+                got = cur.fetchone()
             finally:
-                if pg:
-                    driver.autocommit = False  # as the pool hands it to SQLAlchemy
+                cur.close()
+        except Exception as exc:
+            # Bypassing SQLAlchemy means noticing a dead connection here: drop it from
+            # the pool (resetting a dead socket would only fail again, and hide this
+            # error) and say it is a disconnect, which _RECONNECTING retries.
+            if db.driver_is_dead(driver) or db.is_disconnect(exc):
+                raw.invalidate(exc)
+                raise DisconnectionError(f"the database dropped the connection ({type(exc).__name__})") from exc
+            raise
         finally:
-            raw.close()
+            if pg and raw.is_valid:
+                driver.autocommit = False  # as the pool hands it to SQLAlchemy
+            raw.close()  # back to the pool; after invalidate() only the record returns
         return None if got is None else _Head(got[0], int(got[1]), bool(got[2]))
 
     def exists(self, scope: str, path: str) -> bool:
@@ -663,6 +672,10 @@ class SqlStore:
             # An overwrite is one statement there (revisions.append): atomic on its own,
             # so no BEGIN and COMMIT round trips around it.
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                # The statement commits by itself. If its connection dies, the file still
+                # at the version it expected proves it did not commit (it moves the
+                # version; versions never go back), so _RECONNECTING may run it again.
+                db.committing(proof=functools.partial(self._unchanged, pending), what=pending.shown)
                 version = store_it(conn)
                 conn.commit()  # no round trip; tells the engine's listeners (vfs/pending.py)
             return Change(pending.path, version, pending.before, pending.after)
@@ -672,6 +685,11 @@ class SqlStore:
                 guard_new_file(conn, pending.scope, pending.path, pending.shown)
             version = store_it(conn)
         return Change(pending.path, version, pending.before, pending.after)
+
+    def _unchanged(self, pending: PendingChange) -> bool:
+        """Whether ``pending``'s file is still live at the version it was prepared from."""
+        row = self._head(pending.scope, pending.path)
+        return row is not None and not row.deleted and row.version == pending.expected_version
 
     def write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
               author: Author = "cli", approval: Approval = "cli", message: str = "",
@@ -789,6 +807,24 @@ def _insert_agent(conn: Connection, name: str) -> None:
         conn.execute(insert(agents).values(name=name, created_at=now()))
     except IntegrityError:
         raise AlreadyExists(f"agent {name!r} already exists; pick another name") from None
+
+
+# Every public method, and whether it writes: the outermost one retries on a new
+# connection when the server dropped its connection (vfs/db.py:reconnecting). Wrapped
+# here rather than decorated one by one so that the table is the only list;
+# tests/test_reconnect.py checks that it covers every method of ``Store``.
+_RECONNECTING: dict[str, db.Kind] = {
+    "list_agents": "read", "require_agent": "read", "exists": "read", "stat": "read", "read": "read",
+    "generation": "read", "all_files": "read", "ls": "read", "glob": "read", "grep": "read",
+    "_grep_plain": "read", "history": "read", "blame": "read", "search": "read",
+    "revision_content": "read", "diff": "read", "prepare_write": "read", "prepare_edit": "read",
+    "prepare_delete": "read",
+    "create_agent": "write", "commit": "write", "write": "write", "edit": "write", "delete": "write",
+    "move": "write", "revert": "write", "bulk_write": "write",
+}
+for _name, _kind in _RECONNECTING.items():
+    setattr(SqlStore, _name, db.reconnecting(_kind, lambda store: store.engine)(getattr(SqlStore, _name)))
+del _name, _kind
 
 
 class _Head(NamedTuple):
