@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
@@ -383,6 +383,11 @@ def patterns(draw: st.DrawFn) -> str:
 @settings(max_examples=400, deadline=None)
 @given(texts=st.lists(TEXT, min_size=1, max_size=4), pattern=patterns(), ci=st.booleans(),
        limit=st.integers(0, 6))
+# Found by hypothesis: the whole-text search matched \B on the empty line (between
+# start and "\n"), where Python's re, on the line alone, does not match (\B never
+# matches an empty string); with limit 0 the fast scan said "truncated".
+@example(texts=["\n"], pattern=r"\B", ci=False, limit=0)
+@example(texts=["a\n\n \n"], pattern=r"\B", ci=False, limit=3)
 def test_scan_equals_scan_plain(texts: list[str], pattern: str, ci: bool, limit: int) -> None:
     regex = compile_pattern(pattern, case_insensitive=ci, fixed_strings=False)
     rows = [(f"/f{i}.md", t) for i, t in enumerate(texts)]
@@ -393,6 +398,21 @@ def test_scan_equals_scan_plain(texts: list[str], pattern: str, ci: bool, limit:
         for path, t in rows:
             if scan_plain([(path, t)], regex, "files_with_matches").files:
                 assert _required_holds(required, t), (pattern, t, required)
+
+
+@pytest.mark.parametrize("pattern", [r"\B", r"\B$", r"^\B", r"(?:\B)*\B", r"x?\B"])
+@pytest.mark.parametrize("text", ["\n", "\n\n", "a\n\nb", "", " \n\n", "a\n"])
+def test_empty_lines_are_judged_alone(pattern: str, text: str) -> None:
+    """An empty line matches exactly when the pattern matches an empty string, whichever
+    matcher (whole text, RE2, line by line) scan picks; a limit of 0 is truncated only
+    when some line matches."""
+    regex = compile_pattern(pattern, case_insensitive=False, fixed_strings=False)
+    rows = [("/f.md", text)]
+    for mode in ("files_with_matches", "content", "count"):
+        for limit in (0, 1, 5):
+            assert scan(rows, regex, mode, limit) == scan_plain(rows, regex, mode, limit), (mode, limit)  # type: ignore[arg-type]
+    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    assert scan(rows, regex, "content", 0).truncated == any(regex.search(line) for line in lines)
 
 
 def test_unknown_constructs_turn_shortcuts_off() -> None:

@@ -213,7 +213,13 @@ def _hits_by_line(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int, s
             yield no, line
 
 
-def _hits_whole_text(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _on_empty_line(content: str, pos: int) -> bool:
+    """Whether position ``pos`` of ``content`` lies on an empty line."""
+    return (pos == 0 or content[pos - 1] == "\n") and (pos == len(content) or content[pos] == "\n")
+
+
+def _hits_whole_text(content: str, regex: re.Pattern[str],
+                     empty_line_hits: bool = True) -> Iterator[tuple[int, str]]:
     r"""Matching lines found by searching the whole text (``line_local`` patterns only).
 
     A match cannot cross a newline, so each match lies in one line and is that
@@ -222,6 +228,11 @@ def _hits_whole_text(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int
     empty match there is ignored. Locating a hit costs a few calls more than
     searching one line, so a file that turns out to be dense with hits is
     finished line by line.
+
+    ``empty_line_hits`` is whether the pattern matches an empty line searched on its
+    own (``regex.search("")``). A match found on an empty line inside a longer text
+    is not always one: Python's ``\B`` never matches in an empty string, though it
+    matches between two newlines. Such a hit counts only when the line alone matches.
     """
     n = len(content)
     phantom = n if content.endswith("\n") else -1
@@ -240,7 +251,8 @@ def _hits_whole_text(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int
             end = n
         lineno += content.count("\n", counted_to, start)
         counted_to = start
-        yield lineno, content[start:end]
+        if start < end or empty_line_hits:
+            yield lineno, content[start:end]
         if end >= n:
             return
         pos = end + 1
@@ -253,20 +265,26 @@ def _hits_whole_text(content: str, regex: re.Pattern[str]) -> Iterator[tuple[int
             yield no, line
 
 
-def _has_hit_whole_text(content: str, regex: re.Pattern[str]) -> bool:
+def _has_hit_whole_text(content: str, regex: re.Pattern[str], empty_line_hits: bool) -> bool:
     m = regex.search(content)
-    return m is not None and not (m.start() == len(content) and content.endswith("\n"))
+    if m is None or (m.start() == len(content) and content.endswith("\n")):
+        return False
+    if empty_line_hits or not _on_empty_line(content, m.start()):
+        return True
+    # A match on an empty line that the line alone would not have (see _hits_whole_text).
+    return next(_hits_whole_text(content, regex, empty_line_hits), None) is not None
 
 
 def _python_hits(content: str, regex: re.Pattern[str], facts: regexinfo.PatternInfo,
-                 mode: GrepMode) -> Iterable[tuple[int, str]]:
+                 mode: GrepMode, empty_line_hits: bool) -> Iterable[tuple[int, str]]:
     """``line_local`` patterns search the whole text (no split into lines); other
     ``whole_text_ok`` ones skip a text with no match in it; the rest go line by line
-    (see ``regexinfo`` for why each shortcut is exact)."""
+    (see ``regexinfo`` for why each shortcut is exact). ``empty_line_hits``: whether
+    the pattern matches an empty line on its own."""
     if facts.line_local:
         if mode == "files_with_matches":
-            return ((0, ""),) if _has_hit_whole_text(content, regex) else ()
-        return _hits_whole_text(content, regex)
+            return ((0, ""),) if _has_hit_whole_text(content, regex, empty_line_hits) else ()
+        return _hits_whole_text(content, regex, empty_line_hits)
     if facts.whole_text_ok and regex.search(content) is None:
         return ()
     return _hits_by_line(content, regex)
@@ -275,8 +293,13 @@ def _python_hits(content: str, regex: re.Pattern[str], facts: regexinfo.PatternI
 # -- RE2: linear time ----------------------------------------------------------------
 
 
-def _linear_hits(found: regexfilter.Linear, content: str) -> Iterator[tuple[int, str]] | None:
-    """The matching lines of ``content`` by RE2, lazily; None if RE2 cannot decide it."""
+def _linear_hits(found: regexfilter.Linear, content: str,
+                 empty_line_hits: bool = True) -> Iterator[tuple[int, str]] | None:
+    r"""The matching lines of ``content`` by RE2, lazily; None if RE2 cannot decide it.
+
+    A hit on an empty line counts only if ``empty_line_hits`` (the pattern matches an
+    empty line on its own in Python's re, which decides grep's answer: RE2's ``\B``
+    matches an empty text, Python's does not)."""
     if found.compiled is None:
         return iter(())
     if found.unicode_boundary and not content.isascii():
@@ -287,10 +310,10 @@ def _linear_hits(found: regexfilter.Linear, content: str) -> Iterator[tuple[int,
         return None  # a lone surrogate (no stored text has one): RE2 cannot read it
     if data.endswith(b"\n"):
         data = data[:-1]  # the empty position after a final \n is not a line
-    return _re2_lines(found, data)
+    return _re2_lines(found, data, empty_line_hits)
 
 
-def _re2_lines(found: regexfilter.Linear, data: bytes) -> Iterator[tuple[int, str]]:
+def _re2_lines(found: regexfilter.Linear, data: bytes, empty_line_hits: bool) -> Iterator[tuple[int, str]]:
     # Every match lies within one line (see regexfilter.Linear): find one, report its
     # line, resume at the next line's start (RE2 still sees the text before it, so
     # ^ and \b there are judged as in the line on its own).
@@ -307,7 +330,8 @@ def _re2_lines(found: regexfilter.Linear, data: bytes) -> Iterator[tuple[int, st
             end = n
         lineno += data.count(b"\n", counted_to, start)
         counted_to = start
-        yield lineno, data[start:end].decode("utf-8")
+        if start < end or empty_line_hits:
+            yield lineno, data[start:end].decode("utf-8")
         pos = end + 1
 
 
@@ -494,6 +518,9 @@ def scan(
     python = regexinfo.backtracking_is_linear(regex.pattern, regex.flags)
     facts = regexinfo.info(regex)
     found = regexfilter.linear(regex.pattern, regex.flags)
+    # What an empty line alone gives (scan_plain's answer for every empty line): the
+    # whole-text and RE2 searches can differ from it there, never elsewhere.
+    empty_line_hits = regex.search("") is not None
     result = GrepResult(mode=mode, limit=limit)
     slow = _Backtracking(regex, end)
     path = ""
@@ -507,9 +534,9 @@ def scan(
             if python:
                 if keep is not None and not keep(content):
                     continue
-                hits = _python_hits(content, regex, facts, mode)
+                hits = _python_hits(content, regex, facts, mode, empty_line_hits)
             elif isinstance(found, regexfilter.Linear):
-                hits = _linear_hits(found, content)  # exact: ``keep`` would only repeat it
+                hits = _linear_hits(found, content, empty_line_hits)  # exact: ``keep`` would only repeat it
             if hits is None:
                 if keep is not None and not keep(content):
                     continue
