@@ -367,3 +367,19 @@ def test_chat_review_shows_a_conflict_and_leaves_it_pending(store: SqlStore) -> 
     assert "-- Reply in English." in shown and "Review done: 0 applied" in shown
     assert [p.id for p in ProposalStore(store.engine).pending("a")] == [pid]
     assert view.read("/AGENTS.md").content == NUMBERED_NOW
+
+
+@pytest.mark.parametrize(("answer", "left"), [("d", 0), ("s", 1)])
+def test_chat_review_asks_about_a_conflict(store: SqlStore, answer: str, left: int) -> None:
+    pid = propose(store, NUMBERED_BEFORE, NUMBERED_AFTER)
+    view = AgentView(store, "a", user="tester")
+    view.write("/AGENTS.md", NUMBERED_NOW)
+    stdout = io.StringIO()
+    session = build_session(view, ScriptedModel(), PlainUI(io.StringIO(f"/review\n{answer}\n"), stdout,
+                                                           io.StringIO()),
+                            threads=ThreadStore(store.engine))
+    assert session.run() == 0
+    shown = stdout.getvalue()
+    assert f"conflict in proposal #{pid}" in shown and "[r]e-propose, [d]iscard or [s]kip?" in shown
+    assert len(ProposalStore(store.engine).pending("a")) == left
+    assert view.read("/AGENTS.md").content == NUMBERED_NOW

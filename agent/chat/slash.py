@@ -283,6 +283,7 @@ def _ask_reopen(session: Session) -> bool:
 
 @command("/review", "", "review memory edits proposed by background reflection (memagent reflect)")
 def review(session: Session, arg: str) -> None:
+    from memagent.agent.reflection import Checked, Resolution, Review, describe_conflict
     from memagent.agent.reflection import review as run_review
     from memagent.vfs.proposals import ProposalStore
 
@@ -290,14 +291,36 @@ def review(session: Session, arg: str) -> None:
     if not queue.count_pending(session.view.agent):
         session.ui.info("No proposals waiting for review (`memagent reflect` makes them).")
         return
-    summary = run_review(session.view, queue, session.ui.confirm, on_log=session.ui.info)
+    review_ = Review(session.view, queue)
+
+    def resolve(c: Checked) -> Resolution:
+        # A conflict is never applied: the person re-proposes it (a reflection run's only),
+        # discards it, or leaves it pending.
+        p = c.proposal
+        session.ui.info(f"conflict in proposal #{p.id} ({p.op} {p.shown}), not applied:\n"
+                        + describe_conflict(c))
+        can = review_.can_repropose(c.proposal)
+        question = "[r]e-propose, [d]iscard or [s]kip?" if can else "[d]iscard or [s]kip?"
+        while True:
+            answer = (session.ui.read_text(question) or "s").strip().lower()[:1]
+            if answer == "r" and can:
+                return "repropose"
+            if answer == "d":
+                return "discard"
+            if answer == "s":
+                return "skip"
+            session.ui.info("Please answer " + ("r, d or s." if can else "d or s."))
+
+    summary = run_review(session.view, queue, session.ui.confirm, on_log=session.ui.info, resolve=resolve)
     for _, change in summary.applied:
         session.log.record(change)
         # The model's idea of the file is now stale: make it read the file again.
         session.memory.seen.pop(change.path, None)
     left = queue.count_pending(session.view.agent)
     session.ui.info(f"Review done: {len(summary.applied)} applied, {len(summary.rejected)} rejected, "
-                    f"{len(summary.dropped)} dropped as stale, {left} pending.")
+                    f"{len(summary.dropped)} dropped as stale"
+                    + (f", {len(summary.reproposed)} re-proposed" if summary.reproposed else "")
+                    + f", {left} pending.")
 
 
 # -- tools and subagents --------------------------------------------------------------
