@@ -51,7 +51,15 @@ from memagent.agent.tools.search import SearchTools
 from memagent.vfs import episodes, writes
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.errors import NotFound, StaleVersion, VfsError
-from memagent.vfs.proposals import QUEUED_BY, NewProposal, Proposal, ProposalOp, ProposalStore, ThreadMessage
+from memagent.vfs.proposals import (
+    INTEGRATION_PREFIX,
+    QUEUED_BY,
+    NewProposal,
+    Proposal,
+    ProposalOp,
+    ProposalStore,
+    ThreadMessage,
+)
 from memagent.vfs.render import render_numbered
 from memagent.vfs.revisions import check_message
 from memagent.vfs.scopes import AgentView
@@ -575,6 +583,10 @@ class Review:
         """Where the applied revision says the change came from: the reflection run and
         its threads, or the MCP client whose write was queued."""
         client = self._client(p)
+        if client is not None and client.startswith(INTEGRATION_PREFIX):
+            # An integration's queued change (``integrations/_folder.py``), not an MCP client's.
+            adapter = client[len(INTEGRATION_PREFIX):]
+            return Origin("integration", detail=f"{adapter}, queued as proposal #{p.id}"[:300])
         if client is not None:
             return Origin("mcp", detail=f"{client}, queued as proposal #{p.id}"[:300])
         return reflection_origin(p.run_id, p.threads)
@@ -585,7 +597,9 @@ class Review:
         threads = ", ".join(t[:8] for t in p.threads)
         client = self._client(p)
         if client is not None:
-            note = f"proposal #{p.id}, a write queued by MCP client {client}"
+            who = (f"integration {client[len(INTEGRATION_PREFIX):]}" if client.startswith(INTEGRATION_PREFIX)
+                   else f"MCP client {client}")
+            note = f"proposal #{p.id}, a write queued by {who}"
         else:
             note = f"proposal #{p.id} from reflect run {p.run_id}" + (f" (threads {threads})" if threads else "")
         if c.state == "rebased":

@@ -29,7 +29,7 @@ from typing import Literal
 
 from memagent.vfs import paths, writes
 from memagent.vfs.errors import InvalidPath, VfsError
-from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.proposals import INTEGRATION_PREFIX, ProposalStore
 from memagent.vfs.store import Store
 from memagent.vfs.types import Change, FileInfo, Origin, PendingChange
 
@@ -88,7 +88,7 @@ class MemoryFolder:
             engine = getattr(self.store, "engine", None)
             if engine is None:
                 raise VfsError('approve="queue" needs a store with a database engine (open_store gives one)')
-            return writes.queue(ProposalStore(engine), self.agent, by=f"integration {self.adapter}")
+            return writes.queue(ProposalStore(engine), self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
         if callable(approve):
             return writes.asking(approve)
         raise VfsError(f'approve must be a callback, "yolo" or "queue", not {approve!r}')

@@ -456,3 +456,19 @@ def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
     assert not store.exists("agent:a", "/new.md")
     [p] = ProposalStore(store.engine).pending("a")
     assert (p.shown, p.op, p.base_version, p.after) == ("/new.md", "write", 0, "new\n")
+
+
+def test_a_queued_change_applied_in_review_names_the_integration(store: SqlStore) -> None:
+    from memagent.agent.reflection import Review
+    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs.scopes import AgentView
+
+    MemagentBackend(store, "a", approve="queue").write("/new.md", "new\n")
+    queue = ProposalStore(store.engine)
+    [p] = queue.pending("a")
+    review = Review(AgentView(store, "a"), queue)
+    c = review.check(p)
+    assert "queued by integration deepagents" in review.request(c).note
+    review.approve(c)
+    origin = store.history("agent:a", "/new.md")[-1].origin
+    assert origin is not None and (origin.kind, origin.detail.split(",")[0]) == ("integration", "deepagents")

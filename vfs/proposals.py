@@ -58,6 +58,8 @@ def _aware(dt: datetime) -> datetime:
 # The ``model`` of a run that holds one write an MCP client queued for review
 # (``memagent mcp serve --approval queue``), followed by the client's name and version.
 QUEUED_BY = "mcp: "
+# After ``QUEUED_BY``: a change an integration queued (``integration <adapter>``), not an MCP client's.
+INTEGRATION_PREFIX = "integration "
 
 
 def holder_id() -> str:
