@@ -20,6 +20,8 @@ Invariants:
   Each kind validator is bounded on its own (depth, frontmatter size, no YAML
   aliases); a last-resort guard turns anything they still raise into a Problem.
 - The path itself is scanned for secrets, like the content.
+- Every path, whatever its kind, refuses C0 controls other than tab, newline and
+  carriage return, DEL and C1 controls (``control_chars.py``), named with their line.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable
 
 from .agents_md import validate_agents_md
 from .base import Limits, Problem
+from .control_chars import check_controls
 from .secrets import scan_path, scan_secrets
 from .skill import validate_skill
 from .subagent import validate_subagent
@@ -115,6 +118,8 @@ def validate(path: str, content: str, limits: Limits | None = None) -> list[Prob
     else:
         cap = limits.file_bytes
         problems = _guarded("text rules", "text", lambda: check_encoding(content) + check_size(content, cap))
+    # Every kind is text first: no control character a terminal would act on (U+001B ESC, U+009B CSI).
+    problems += _guarded("text rules", "text", lambda: check_controls(content))
     in_path = _guarded("secret scanner", "secret", lambda: scan_path(path))
     if utf8_size(content) > _PARSE_FACTOR * cap:
         return problems + in_path

@@ -19,6 +19,9 @@ Invariants:
   one line per tool call; one line per memory edit (path and new version); failed
   and interrupted turns marked. Tool results are not copied: they stay in the
   thread's messages.
+- Control, C1 and bidi characters of titles and messages are rendered escaped by
+  ``terminal_text.shown`` (``\x1b``, ``\u202e``): a conversation file holds nothing a
+  terminal would act on, and its title stays on one line.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from memagent.vfs import paths
+from memagent.vfs.terminal_text import shown
 
 _SLUG_WORDS = 6
 _SLUG_CHARS = 48
@@ -54,7 +58,7 @@ def file_path(created_at: datetime, title: str, thread_id: str) -> str:
 
 def header(*, title: str, thread_id: str, agent: str, model: str, created_at: datetime) -> str:
     return (
-        f"# {title or 'Untitled conversation'}\n\n"
+        f"# {shown(title, one_line=True) or 'Untitled conversation'}\n\n"
         f"- date: {created_at:%Y-%m-%d %H:%M} UTC\n"
         f"- thread: {thread_id} (continue it with `memagent chat {agent} --thread {thread_id[:8]}`)\n"
         f"- agent: {agent}; model: {model or 'unknown'}\n"
@@ -116,7 +120,8 @@ def render_message(role: str, content: Any, at: datetime, *, state: str | None =
         out += ("\n" if texts else "") + "\n".join(lines) + "\n"
     if state == "failed":
         out += failed_note()
-    return out
+    # Escaped here, once, so no reader of the file (fs cat, grep, read_file) gets raw controls.
+    return shown(out)
 
 
 def failed_note() -> str:
