@@ -10,6 +10,10 @@ and says so. ``fs revert`` is a write of the old content through the same entran
 edited again, never stored.
 ``fs grep`` and ``fs glob`` exit 1 with nothing on stdout when nothing matches;
 ``fs write`` refuses an empty standard input unless ``--allow-empty``.
+Every listing, match, diff, blame and log is printed through ``terminal_text.shown``
+(control, C1 and bidi characters made visible, ``\x1b``), wherever it goes; ``fs cat``
+escapes only when its output is a terminal, and into a pipe or file writes the stored
+bytes exactly.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from memagent.vfs.errors import ValidationFailed, VfsError
 from memagent.vfs.render import render_blame, render_log, render_ls, render_search
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
+from memagent.vfs.terminal_text import shown
 from memagent.vfs.types import Change, PendingChange
 
 
@@ -60,7 +65,7 @@ def fs() -> None:
     click.argument("path", default="/"))
 def ls_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
     """List a folder: files with sizes, folders ending in /."""
-    click.echo(render_ls(ctx.view(agent).ls(path)))
+    click.echo(shown(render_ls(ctx.view(agent).ls(path))))
 
 
 @memory_command(fs, "cat",
@@ -76,6 +81,9 @@ def cat_cmd(ctx: Ctx, path: str, agent: str | None, version: int | None) -> None
         if old is None:
             raise VfsError(f"version {version} of {path} is a deletion; it has no content")
         content = old
+    if sys.stdout.isatty():
+        # A person reads it: a stored ESC or U+202E must not drive their terminal.
+        content = shown(content)
     sys.stdout.buffer.write(content.encode("utf-8"))
     sys.stdout.flush()
 
@@ -201,7 +209,7 @@ def glob_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None) -> None:
     found = ctx.view(agent).glob(pattern, path)
     if not found:
         sys.exit(1)  # like grep and find scripts expect: nothing matched, nothing printed
-    click.echo("\n".join(found))
+    click.echo(shown("\n".join(found)))
 
 
 @memory_command(fs, "grep",
@@ -227,7 +235,7 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
         if result.cut:
             click.echo(f"memagent: no match in the part searched (incomplete: {result.cut})", err=True)
         sys.exit(1)  # like grep: no match is exit 1 with nothing on stdout
-    click.echo(render_grep(result))
+    click.echo(shown(render_grep(result)))
 
 
 @memory_command(fs, "search",
@@ -241,23 +249,23 @@ def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str) -> No
     Exits 1 with nothing on stdout when nothing matches, like `fs grep`."""
     hits = ctx.view(agent).search(query, k=k, path=path)
     if not hits:
-        click.echo(f"memagent: {render_search(hits, query[:200])}", err=True)
+        click.echo(f"memagent: {shown(render_search(hits, query[:200]))}", err=True)
         sys.exit(1)
-    click.echo(render_search(hits, query[:200]))
+    click.echo(shown(render_search(hits, query[:200])))
 
 
 @memory_command(fs, "log",
     click.argument("path"))
 def log_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
     """List a file's revisions, newest first: author, approval, origin and reason."""
-    click.echo(render_log(ctx.view(agent).history(path)))
+    click.echo(shown(render_log(ctx.view(agent).history(path))))
 
 
 @memory_command(fs, "blame",
     click.argument("path"))
 def blame_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
     """Show each line of PATH with the revision (and conversation) that last changed it."""
-    click.echo(render_blame(ctx.view(agent).blame(path)))
+    click.echo(shown(render_blame(ctx.view(agent).blame(path))))
 
 
 @memory_command(fs, "diff",
@@ -267,7 +275,7 @@ def blame_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
 def diff_cmd(ctx: Ctx, path: str, agent: str | None, from_: int, to: int | None) -> None:
     """Print a unified diff between two versions of PATH."""
     out = ctx.view(agent).diff(path, from_, to)
-    click.echo(out if out else "(no difference)", nl=not out)
+    click.echo(shown(out) if out else "(no difference)", nl=not out)
 
 
 @memory_command(fs, "revert",

@@ -59,6 +59,7 @@ from memagent.vfs import paths
 from memagent.vfs.bulk import ChangedSince
 from memagent.vfs.errors import AlreadyExists, InvalidPath, NotFound, ValidationFailed
 from memagent.vfs.store import SqlStore, Store, check_agent_name
+from memagent.vfs.terminal_text import shown
 
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -111,7 +112,7 @@ def print_notes(notes: list[Note], heading: str) -> None:
     click.echo(heading)
     seen: set[str] = set()
     for note in notes:
-        line = f"  {note}"
+        line = f"  {shown(str(note))}"  # entry names can hold U+202E, U+009B
         if line not in seen:
             seen.add(line)
             click.echo(line)
@@ -346,7 +347,7 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
         click.echo(f"memagent: {len(problems)} of {len(files)} files from {source} are not valid memory; "
                    "nothing was stored", err=True)
         for problem in problems:
-            click.echo(problem, err=True)
+            click.echo(shown(problem), err=True)
         sys.exit(1)
     if not files:
         print_notes(notes, "notes (what was changed on the way in, or left out):")
@@ -468,15 +469,15 @@ def _preview(source: Path, title: str, agent: str, exists: bool, files: Mapping[
     for path in sorted(files):
         size = human(len(files[path].encode("utf-8")))
         if path not in before:
-            click.echo(f"  create {path}  ({size})")
+            click.echo(f"  create {shown(path)}  ({size})")
         elif path in changed:
-            click.echo(f"  change {path}  ({size})")
+            click.echo(f"  change {shown(path)}  ({size})")
             diff = difflib.unified_diff(before[path].splitlines(keepends=True), files[path].splitlines(keepends=True),
                                         f"a{path}", f"b{path}")
             for line in diff:
-                text = "    " + line.rstrip("\n")
+                text = "    " + shown(line.rstrip("\n"))  # the diff is content: no raw controls
                 fg = "green" if line.startswith("+") else "red" if line.startswith("-") else None
                 click.echo(click.style(text, fg=fg) if color and fg else text)
         else:
-            click.echo(f"  same   {path}")
+            click.echo(f"  same   {shown(path)}")
     print_notes(notes, "notes (what was changed on the way in, or left out):")
