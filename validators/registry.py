@@ -20,6 +20,9 @@ Invariants:
   Each kind validator is bounded on its own (depth, frontmatter size, no YAML
   aliases); a last-resort guard turns anything they still raise into a Problem.
 - The path itself is scanned for secrets, like the content.
+- A path whose first segment is a configuration location of another program
+  (``config_files.py``: ``/.git/...``, ``/.envrc``, ``/.claude/...``) is refused
+  whatever its content: an export would hand it to that program.
 - Every path, whatever its kind, refuses C0 controls other than tab, newline and
   carriage return, DEL and C1 controls (``control_chars.py``), named with their line.
 """
@@ -31,6 +34,7 @@ from collections.abc import Callable
 
 from .agents_md import validate_agents_md
 from .base import Limits, Problem
+from .config_files import check_config_location
 from .control_chars import check_controls
 from .secrets import scan_path, scan_secrets
 from .skill import validate_skill
@@ -120,7 +124,7 @@ def validate(path: str, content: str, limits: Limits | None = None) -> list[Prob
         problems = _guarded("text rules", "text", lambda: check_encoding(content) + check_size(content, cap))
     # Every kind is text first: no control character a terminal would act on (U+001B ESC, U+009B CSI).
     problems += _guarded("text rules", "text", lambda: check_controls(content))
-    in_path = _guarded("secret scanner", "secret", lambda: scan_path(path))
+    in_path = check_config_location(path) + _guarded("secret scanner", "secret", lambda: scan_path(path))
     if utf8_size(content) > _PARSE_FACTOR * cap:
         return problems + in_path
     clean = content.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
