@@ -150,21 +150,16 @@ class MemoryFolder:
         return self.commit(pending, message)
 
     def move(self, src: Located, dst: Located) -> Change:
-        """Move one file (one transaction: a delete revision and a create revision)."""
-        if self.approve == "queue":
-            raise Refused(f"moving {src.shown} to {dst.shown} cannot be queued for review (a review applies one "
-                          "file at a time); nothing was stored: write the new file and delete the old one instead")
-        content = self.store.read(self.scope, src.inner, shown=src.shown).content
-        # The policy sees the file as it would arrive; move() validates it again in its transaction.
-        pending = self.store.prepare_write(self.scope, dst.inner, content, expected_version=0, shown=dst.shown)
-        verdict = self.policy(writes.Request(pending, ""))
-        if verdict.kind != "approve":
-            raise Refused(verdict.message)
+        """Move one file (one transaction: a delete and a create revision) through the write
+        entrance, which asks this folder's policy about the file as it would arrive."""
         # move() names files mount + inner path: right when root is "/"; otherwise its rare
         # errors (a race with another writer) name the inner path.
         mount = self.prefix if self.root == "/" else ""
-        return self.store.move(self.scope, src.inner, dst.inner, author="agent", approval=verdict.approval,
-                               mount=mount, origin=Origin("integration", detail=self.adapter))
+        result = writes.move(self.store, self.scope, src.inner, dst.inner, policy=self.policy, author="agent",
+                             origin=Origin("integration", detail=self.adapter), mount=mount)
+        if result.change is None:
+            raise Refused(result.message)
+        return result.change
 
 
 __all__ = ["HOW_TO_ALLOW", "Approve", "ApproveMode", "Approver", "Located", "MemoryFolder", "Queued", "Refused"]

@@ -116,3 +116,45 @@ def test_queue_stores_a_proposal_and_no_file(store: SqlStore) -> None:
     [p] = queue.pending("a")
     assert (p.id, p.op, p.base_version, p.before, p.after, p.reason) == (
         result.proposal, "edit", 1, "one\n", "two\n", "tidy")
+
+
+def test_a_move_takes_the_entrance(store: SqlStore) -> None:
+    store.write(S, "/a.md", "alpha\n")
+    before = _state(store)
+    # Without a policy nothing moves; a queueing policy is refused before it stores a proposal.
+    result = writes.move(store, S, "/a.md", "/b.md", author="agent")
+    assert result.status == "rejected" and "no approver" in result.message
+    with pytest.raises(writes.Refused, match="cannot be queued"):
+        writes.move(store, S, "/a.md", "/b.md", author="agent",
+                    policy=writes.queue(ProposalStore(store.engine), "a", by="test"))
+    assert ProposalStore(store.engine).pending("a") == []
+    assert _state(store) == before
+    # The policy sees the file as it would arrive.
+    asked: list[PendingChange] = []
+    result = writes.move(store, S, "/a.md", "/b.md", author="agent", reason="tidy",
+                         policy=writes.asking(lambda p: asked.append(p) is None))
+    assert [(p.shown, p.after) for p in asked] == [("/b.md", "alpha\n")]
+    assert result.status == "committed" and result.change is not None and result.change.path == "/b.md"
+    assert not store.exists(S, "/a.md") and store.read(S, "/b.md").content == "alpha\n"
+    assert store.history(S, "/b.md")[-1].message == "tidy"
+
+
+def test_a_move_of_a_file_changed_since_its_read_stores_nothing(store: SqlStore) -> None:
+    store.write(S, "/a.md", "alpha\n")
+
+    def meanwhile(request: writes.Request) -> writes.Verdict:
+        store.write(S, "/a.md", "beta\n", expected_version=1)  # another writer, after the read
+        return writes.Verdict.approve("yolo")
+
+    with pytest.raises(StaleVersion):
+        writes.move(store, S, "/a.md", "/b.md", author="agent", policy=meanwhile)
+    assert store.read(S, "/a.md").content == "beta\n" and not store.exists(S, "/b.md")
+
+
+def test_a_view_move_goes_through_the_policy(store: SqlStore) -> None:
+    view = AgentView(store, "a")
+    view.write("/a.md", "alpha\n")
+    with pytest.raises(writes.Refused, match="refused"):
+        view.move("/a.md", "/b.md", policy=writes.refuse)
+    assert view.exists("/a.md") and not view.exists("/b.md")
+    assert view.move("/a.md", "/b.md", policy=writes.yolo).path == "/b.md"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import episodes, paths
+from . import episodes, paths, writes
 from .errors import InvalidPath, NotFound, ReadOnly
 from .search import DEFAULT_LIMIT
 from .store import Store
@@ -279,14 +279,16 @@ class AgentView:
                            author=author, approval=approval, message=message, origin=origin)
 
     def move(self, src: str, dst: str, *, author: Author = "cli", approval: Approval = "cli",
-             message: str = "", origin: Origin | None = None) -> Change:
+             message: str = "", origin: Origin | None = None, policy: writes.Policy | None = None) -> Change:
+        """Move through the write entrance (``writes.move``): ``policy`` decides, or, as for
+        this view's other convenience writers, a person's own command approved as ``approval``."""
         a = self._file(src, write=True)
         b = self._file(dst, write=True)
         if a.scope != b.scope:
             raise ReadOnly(f"cannot move {a.shown} to {b.shown} across memory scopes; copy and delete instead")
-        c = self.store.move(a.scope, a.path, b.path, author=author, approval=approval, message=message,
-                            mount=a.mount, origin=origin)
-        return Change(b.shown, c.version, c.before, c.after)
+        result = writes.move(self.store, a.scope, a.path, b.path, mount=a.mount, author=author, origin=origin,
+                             reason=message, policy=policy if policy is not None else writes.approved(approval))
+        return writes.require(result)
 
     def revert(self, path: str, to_version: int, *, author: Author = "cli", approval: Approval = "cli",
                message: str = "", origin: Origin | None = None) -> Change:

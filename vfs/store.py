@@ -150,7 +150,7 @@ class Store(Protocol):
                origin: Origin | None = None) -> Change: ...
     def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
              approval: Approval = "cli", message: str = "", mount: str = "",
-             origin: Origin | None = None) -> Change: ...
+             origin: Origin | None = None, expected_version: int | None = None) -> Change: ...
     def revert(self, scope: str, path: str, to_version: int, *, author: Author = "cli",
                approval: Approval = "cli", message: str = "", shown: str | None = None,
                origin: Origin | None = None) -> Change: ...
@@ -713,7 +713,11 @@ class SqlStore:
 
     def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
              approval: Approval = "cli", message: str = "", mount: str = "",
-             origin: Origin | None = None) -> Change:
+             origin: Origin | None = None, expected_version: int | None = None) -> Change:
+        """Move a file: a delete and a create revision in one transaction. With
+        ``expected_version`` (the source version the mover read) a source that changed
+        since raises ``StaleVersion`` and nothing is stored. Writers call
+        ``vfs.writes.move``, which asks the policy first."""
         src = paths.normalize_file(src)
         dst = paths.normalize_file(dst)
         shown_src, shown_dst = mount + src, mount + dst
@@ -721,6 +725,9 @@ class SqlStore:
             raise AlreadyExists(f"{shown_src} and {shown_dst} are the same file; give another destination")
         with self._write() as conn:
             row = self._live(conn, scope, src, shown_src)
+            if expected_version is not None and row.version != expected_version:
+                raise StaleVersion(f"{shown_src} changed since it was read (version {expected_version}, now "
+                                   f"version {row.version}); nothing was moved: read it again and retry")
             self.validate(dst, row.content, shown=shown_dst)
             target = self._row(conn, scope, dst)
             if target is not None and not target.deleted:

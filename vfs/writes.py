@@ -29,7 +29,7 @@ from typing import Literal, Protocol
 from memagent.vfs.errors import VfsError
 from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
 from memagent.vfs.revisions import check_message
-from memagent.vfs.types import Approval, Author, Change, Origin, PendingChange
+from memagent.vfs.types import Approval, Author, Change, FileContent, Origin, PendingChange
 
 REASON_CHARS = 200
 # Seconds a queued write waits for a reflection run that holds the agent's queue lock.
@@ -143,6 +143,19 @@ def asking(ask: Callable[[PendingChange], bool], *, approval: Approval = "human"
     return policy
 
 
+class _Queueing:
+    """A policy that queues: ``move`` asks before calling it (a review applies one file at a
+    time, so a move, two revisions in one transaction, cannot be queued)."""
+
+    queues = True
+
+    def __init__(self, decide: Callable[[Request], Verdict]) -> None:
+        self._decide = decide
+
+    def __call__(self, request: Request) -> Verdict:
+        return self._decide(request)
+
+
 def queue(proposals: ProposalStore, agent: str, *, by: str, wait: float = QUEUE_WAIT) -> Policy:
     """A policy that stores each change as a pending proposal of ``agent`` for
     ``memagent review`` instead of committing it. ``by`` names the writer (recorded
@@ -162,7 +175,7 @@ def queue(proposals: ProposalStore, agent: str, *, by: str, wait: float = QUEUE_
             f"approves it with `memagent review {agent}`; {p.shown} stays at version {p.expected_version} "
             "until then."))
 
-    return policy
+    return _Queueing(policy)
 
 
 # -- the entrance ------------------------------------------------------------------------
@@ -201,6 +214,45 @@ class Refused(VfsError):
     """A change the policy rejected (or queued); nothing was stored."""
 
 
+class Mover(Protocol):
+    """What ``move`` needs of the store (``Store``/``SqlStore`` have it)."""
+
+    def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None,
+             shown: str | None = None) -> FileContent: ...
+
+    def prepare_write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
+                      shown: str | None = None) -> PendingChange: ...
+
+    def move(self, scope: str, src: str, dst: str, *, author: Author = "cli", approval: Approval = "cli",
+             message: str = "", mount: str = "", origin: Origin | None = None,
+             expected_version: int | None = None) -> Change: ...
+
+
+def move(store: Mover, scope: str, src: str, dst: str, *, policy: Policy = refuse, author: Author,
+         origin: Origin | None = None, reason: object = "", mount: str = "") -> WriteResult:
+    """Move one file of ``scope`` through the same steps as ``submit``: read the source
+    once, check the destination as the write it becomes (path rules, validators, not
+    there yet), the reason, the policy on that write, then the store's move (a delete
+    and a create revision in one transaction) at the source version that was read.
+    ``mount`` prefixes the paths as the writer shows them. A queueing policy is refused
+    before it is asked: a move cannot be queued for review."""
+    if getattr(policy, "queues", False):
+        raise Refused(f"moving {mount + src} to {mount + dst} cannot be queued for review (a review applies one "
+                      "file at a time); nothing was stored: write the new file and delete the old one instead")
+    fc = store.read(scope, src, shown=mount + src)
+    pending = store.prepare_write(scope, dst, fc.content, expected_version=0, shown=mount + dst)
+    line = reason_line(reason)
+    check_message(pending.shown, line)
+    verdict = policy(Request(pending, line))
+    if verdict.kind == "reject":
+        return WriteResult("rejected", pending, message=verdict.message)
+    if verdict.kind == "queue":  # a policy that queued without saying so up front
+        return WriteResult("queued", pending, message=verdict.message, proposal=verdict.proposal)
+    c = store.move(scope, src, dst, author=author, approval=verdict.approval, message=line, mount=mount,
+                   origin=origin, expected_version=fc.version)
+    return WriteResult("committed", pending, Change(pending.shown, c.version, c.before, c.after))
+
+
 def require(result: WriteResult) -> Change:
     """The committed change, or ``Refused`` with the policy's message (for writers that
     treat a refusal as an error). An unchanged result raises too: callers that accept
@@ -212,5 +264,5 @@ def require(result: WriteResult) -> Change:
     raise Refused(result.message)
 
 
-__all__ = ["Committer", "Policy", "Refused", "Request", "Verdict", "WriteResult", "WriteStatus", "approved",
-           "asking", "queue", "reason_line", "refuse", "refusing", "require", "submit", "yolo"]
+__all__ = ["Committer", "Mover", "Policy", "Refused", "Request", "Verdict", "WriteResult", "WriteStatus", "approved",
+           "asking", "move", "queue", "reason_line", "refuse", "refusing", "require", "submit", "yolo"]

@@ -5,7 +5,8 @@ the ``approved("cli")`` policy, then ``commit``: validated and versioned exactly
 the agent's, author ``cli``, approval ``cli``) but never prompt: the person typing is
 the approval. A write (or revert) that would leave the file as it is stores nothing
 and says so. ``fs revert`` is a write of the old content through the same entrance;
-``fs mv`` is the store's move (two revisions in one transaction), approval ``cli``.
+``fs mv`` is ``vfs.writes.move`` (the destination checked as a write, the same policy,
+then two revisions in one transaction at the source version read), approval ``cli``.
 ``fs edit PATH`` without strings opens ``$EDITOR``; invalid text is shown and may be
 edited again, never stored.
 ``fs grep`` and ``fs glob`` exit 1 with nothing on stdout when nothing matches;
@@ -195,9 +196,9 @@ def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     click.argument("dst"))
 def mv_cmd(ctx: Ctx, src: str, dst: str, agent: str | None) -> None:
     """Move SRC to DST (refused if DST exists)."""
-    # A move is two revisions in one transaction (the store's move validates DST there);
-    # it is the person's own command, approved as "cli" like every other fs write.
-    change = ctx.view(agent).move(src, dst, author="cli", approval="cli")
+    # Through the write entrance (writes.move): the person's own command, approved as "cli"
+    # like every other fs write; two revisions in one transaction at the version read.
+    change = ctx.view(agent).move(src, dst, author="cli", policy=writes.approved("cli"))
     click.echo(f"moved {src} to {change.path} (version {change.version})")
 
 
