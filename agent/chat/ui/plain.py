@@ -7,6 +7,9 @@ Invariants:
 - Input is read line by line from one stream, user turns and approval answers
   alike (``y``, ``n``, ``n: feedback``, ``a``); each line read is echoed after its
   prompt so the transcript shows who said what.
+- Everything written passes through ``terminal_text.shown`` (control, C1 and bidi
+  characters from the model, memory or names made visible, ``\x1b``): a transcript
+  may well be read on a terminal.
 - End of input at the prompt ends the session; during an approval it rejects the
   change and ends the session (``InputClosed``).
 """
@@ -25,6 +28,7 @@ from memagent.agent.chat.ui.base import (
 )
 from memagent.agent.gate import Decision
 from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
+from memagent.vfs.terminal_text import shown
 
 
 class PlainUI(UI):
@@ -40,6 +44,7 @@ class PlainUI(UI):
     def _write(self, text: str) -> None:
         if not text:
             return
+        text = shown(text)
         self._out.write(text)
         self._out.flush()
         self._mid_line = not text.endswith("\n")
@@ -55,7 +60,7 @@ class PlainUI(UI):
 
     def _stderr(self, text: str) -> None:
         self._end_line()
-        self._err.write(text + "\n")
+        self._err.write(shown(text) + "\n")
         self._err.flush()
 
     def _readline(self, prompt: str) -> str | None:

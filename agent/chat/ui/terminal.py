@@ -12,6 +12,10 @@ Invariants:
   during a turn (Ctrl-D included) stays buffered, byte for byte, for the next prompt
   instead of being printed into the live region, which would break its redraws.
   Ctrl-C still interrupts. The original terminal mode is restored at exit.
+- Text from the model, memory, tools or names is passed through
+  ``terminal_text.shown`` before rich sees it (ESC, C1 and bidi controls made
+  visible), and only ever as ``Text``, Markdown or an escaped title, never as
+  console markup, so neither escape sequences nor ``[bold]`` in content act.
 - Input history lives in a file in the data directory; if that file cannot be used
   the session still runs, with in-memory history.
 """
@@ -45,6 +49,7 @@ from rich.text import Text
 from memagent.agent.chat.ui.base import APPROVAL_HELP, UI, InputClosed, PromptInfo, result_summary
 from memagent.agent.gate import Decision
 from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
+from memagent.vfs.terminal_text import shown
 
 # Slash commands whose argument is a memory path (completed with Tab).
 PATH_COMMANDS = ("/memory", "/history", "/edit", "/diff", "/blame")
@@ -129,9 +134,9 @@ def _history(path: Path | None) -> History:
 
 
 def diff_text(diff: str) -> Text:
-    """A unified diff, coloured line by line."""
+    """A unified diff, coloured line by line (control characters in it made visible)."""
     out = Text()
-    for line in diff.splitlines():
+    for line in shown(diff).splitlines():
         if line.startswith(("+++", "---")):
             style = "bold"
         elif line.startswith("@@"):
@@ -313,12 +318,13 @@ class TerminalUI(UI):
     def confirm(self, request: ApprovalRequest) -> Decision:
         self._end_line()
         subtitle = "new file" if request.new_file and request.op != "tool" else None
-        body: Text | Group = diff_text(request.diff) if request.op != "tool" else Text(request.diff.rstrip("\n"))
+        body: Text | Group = (diff_text(request.diff) if request.op != "tool"
+                              else Text(shown(request.diff.rstrip("\n"))))
         if request.reason:
-            body = Group(Text(f"reason: {request.reason}", style="bold"), body)
+            body = Group(Text(f"reason: {shown(request.reason)}", style="bold"), body)
         if request.note:
-            body = Group(body, Text(request.note, style="yellow"))
-        self.console.print(Panel(body, title=escape(self.approval_title(request)),
+            body = Group(body, Text(shown(request.note), style="yellow"))
+        self.console.print(Panel(body, title=escape(shown(self.approval_title(request), one_line=True)),
                                  title_align="left", subtitle=subtitle,
                                  border_style="yellow", expand=False))
         question = HTML("Approve? <b>[y]</b>es / <b>[n]</b>o / <b>n: feedback</b> / "
@@ -335,7 +341,7 @@ class TerminalUI(UI):
                 self.console.print(f"[yellow]{APPROVAL_HELP}[/]")
                 continue
             if decision.kind == "reject":
-                fb = f": {escape(decision.feedback)}" if decision.feedback else ""
+                fb = f": {escape(shown(decision.feedback))}" if decision.feedback else ""
                 self.console.print(f"[red]✗ rejected[/]{fb}")
             elif decision.kind == "always":
                 self.console.print("[green]✓ approved[/] (and every further edit this session)")
@@ -347,15 +353,16 @@ class TerminalUI(UI):
 
     def show_applied(self, title: str, lines: list[str]) -> None:
         indent = "  " if self.subagent is not None else ""
-        body = Text(f"{indent}  ~ {title}", style="yellow")
+        body = Text(f"{indent}  ~ {shown(title)}", style="yellow")
         for line in lines:
             style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
             body.append(f"\n{indent}    ")
-            body.append(line, style=style)
+            body.append(shown(line), style=style)
         self._print(body)
 
     def show_diff(self, path: str, diff: str) -> None:
-        self._print(Panel(diff_text(diff), title=escape(path), title_align="left", border_style="dim",
+        self._print(Panel(diff_text(diff), title=escape(shown(path, one_line=True)), title_align="left",
+                          border_style="dim",
                           expand=False))
 
     @contextlib.contextmanager
@@ -378,29 +385,29 @@ class TerminalUI(UI):
     def header(self, lines: list[str]) -> None:
         if not lines:
             return
-        self._print(Text(lines[0], style="bold"))
+        self._print(Text(shown(lines[0]), style="bold"))
         for line in lines[1:]:
-            self._print(Text(line, style="dim"))
+            self._print(Text(shown(line), style="dim"))
 
     def info(self, text: str) -> None:
-        self._print(Text(text))
+        self._print(Text(shown(text)))
 
     def note(self, text: str) -> None:
-        self._print(Text(text, style="dim"))
+        self._print(Text(shown(text), style="dim"))
 
     def error(self, text: str) -> None:
-        self._print(Text(f"memagent: {text}", style="red"))
+        self._print(Text(f"memagent: {shown(text)}", style="red"))
 
     def show_text(self, text: str) -> None:
-        self._print(Text(text.rstrip("\n")))
+        self._print(Text(shown(text.rstrip("\n"))))
 
     def show_file(self, path: str, content: str) -> None:
         lexer = "json" if path.endswith(".json") else "markdown"
         from rich.syntax import Syntax  # pygments: imported when a file is first shown
 
-        self._print(Panel(Syntax(content.rstrip("\n") or " ", lexer, word_wrap=True,
+        self._print(Panel(Syntax(shown(content.rstrip("\n")) or " ", lexer, word_wrap=True,
                                  background_color="default"),
-                          title=escape(path), title_align="left", border_style="dim"))
+                          title=escape(shown(path, one_line=True)), title_align="left", border_style="dim"))
 
     # -- hooks --------------------------------------------------------------------------
 
@@ -408,7 +415,7 @@ class TerminalUI(UI):
         self._stop_status()
         if self._stream is None:
             self._stream = MarkdownStream(self.console)
-        self._stream.feed(chunk)
+        self._stream.feed(shown(chunk))  # the model's text: no raw ESC or bidi control
 
     def on_model_start(self) -> None:
         self._end_line()
@@ -420,16 +427,17 @@ class TerminalUI(UI):
 
     def on_tool_call(self, name: str, args: dict[str, object]) -> None:
         indent = self.track_call(name, args)
-        call = describe_call(name, dict(args))
+        call = shown(describe_call(name, dict(args)), one_line=True)
         self._print(Text.assemble(indent, ("⏺ ", "green"), (call, "bold")))
 
     def on_tool_result(self, name: str, result: ToolResult) -> None:
         indent = self.track_result(name)
         if result.is_error:
-            self._print(Text(indent + "  ⎿  " + result.content.replace("\n", "\n     " + indent), style="red"))
+            self._print(Text(indent + "  ⎿  " + shown(result.content).replace("\n", "\n     " + indent),
+                             style="red"))
         else:
-            self._print(Text(indent + "  ⎿  " + result_summary(name, result), style="dim"))
+            self._print(Text(indent + "  ⎿  " + shown(result_summary(name, result)), style="dim"))
 
     def on_retry(self, note: str) -> None:
         # Printed above the spinner, which keeps turning while the SDK waits.
-        self.console.print(Text(f"  ↻ {note}", style="yellow"))
+        self.console.print(Text(f"  ↻ {shown(note)}", style="yellow"))
