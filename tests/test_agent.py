@@ -102,7 +102,7 @@ def test_read_tools(store: SqlStore) -> None:
     results = [b for b in model.requests[-1]["messages"][-1]["content"]]
     texts = [r["content"] for r in results]
     assert texts[0] == "k/  (1 file)"
-    assert texts[1] == "     2\tbeta\n(lines 2-2 of 3 shown; read on with offset=2)"
+    assert texts[1] == "     2\tbeta\n(lines 2-2 of 3 shown; read on with offset=2)\n(version 1)"
     assert texts[2] == "/k/a.md"
     assert texts[3] == "/k/a.md:2:beta"
     assert results[4]["is_error"] and "no file at /nope.md" in texts[4]

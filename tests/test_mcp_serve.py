@@ -93,14 +93,13 @@ def http_server(*args: str, host: str = "127.0.0.1", env: dict[str, str] | None 
     killer = threading.Timer(LIMIT + 10, proc.kill)  # a hang of the server ends the test, not the run
     killer.start()
     try:
-        deadline = time.monotonic() + 30
+        # Until it listens (a hang is ended by the killer, and then reported as an exit).
         while True:
             if proc.poll() is not None:
                 raise AssertionError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
             with contextlib.suppress(OSError):
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
-            assert time.monotonic() < deadline, "the HTTP server did not start within 30 s"
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
@@ -165,7 +164,7 @@ def test_every_tool_over_stdio(url: str) -> None:
             is_err, text = await call(c, "ls", path="/")
             assert not is_err and "AGENTS.md" in text and "skills/" in text
             is_err, text = await call(c, "read_file", file_path="/AGENTS.md")
-            assert (is_err, text) == (False, "     1\t# Preferences\n     2\t- Use bullet points.")
+            assert (is_err, text) == (False, "     1\t# Preferences\n     2\t- Use bullet points.\n(version 1)")
             assert await call(c, "write_file", file_path="/journal.md", content="one\n", reason="a new file") \
                 == (False, "Wrote /journal.md (now version 1).")
             assert await call(c, "edit_file", file_path="/AGENTS.md", old_string="bullet points",
@@ -212,7 +211,7 @@ def test_errors_are_tool_errors_with_the_chat_texts_and_the_server_lives_on(url:
             # Overwriting a file this session never read is refused, as in chat.
             is_err, text = await call(c, "write_file", file_path="/notes.md", content="gone\n")
             assert is_err and "you have not read it" in text
-            assert await call(c, "read_file", file_path="/notes.md") == (False, "     1\tstart")
+            assert await call(c, "read_file", file_path="/notes.md") == (False, "     1\tstart\n(version 1)")
     timed(body)
     assert content(url, "/notes.md") == "start\n"
     assert len(history(url, "/notes.md")) == 1
@@ -405,15 +404,18 @@ def test_start_and_stop_like_a_person(sqlite_url: str) -> None:
     for args in ([], ["--http", f"127.0.0.1:{port}"]):
         proc = subprocess.Popen([MEMAGENT, "mcp", "serve", "demo", *args], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        killer = threading.Timer(LIMIT, proc.kill)  # a hang ends the test, not the run
+        killer.start()
         try:
-            deadline = time.monotonic() + 30
             assert proc.stderr is not None
             line = proc.stderr.readline().decode()
-            assert "serving agent 'demo'" in line and time.monotonic() < deadline
-            time.sleep(0.5)
+            assert "serving agent 'demo'" in line
+            # At once: ctrl-C stops it whenever it comes after the start line (no pause
+            # that a busy machine could make too short).
             proc.send_signal(signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=20)
+            stdout, stderr = proc.communicate()
         finally:
+            killer.cancel()
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 0, stderr.decode()
@@ -600,7 +602,7 @@ def test_export_live_points_claude_code_at_the_server(sqlite_url: str, tmp_path:
         params = StdioServerParameters(command=str(Path(MEMAGENT).with_name(entry["command"])), args=entry["args"],
                                        env={**os.environ, "MEMAGENT_DB": sqlite_url})
         async with Client(stdio_client(params), client_info=CLIENT) as c:
-            assert (await call(c, "read_file", file_path="/notes.md")) == (False, "     1\tstart")
+            assert (await call(c, "read_file", file_path="/notes.md")) == (False, "     1\tstart\n(version 1)")
     timed(body)
     p = run("export", "demo", str(tmp_path / "zipped"), "--format", "folder", "--live")
     assert p.returncode == 1 and "--live" in err(p) and "claude-code" in err(p)

@@ -6,10 +6,11 @@ traces a write from the tool call to the commit. Invariants:
 - Errors are values: every failure becomes a ``ToolResult(is_error=True)`` whose
   text says how to fix the call; nothing here raises to the loop for a bad call.
 - Every change takes the one write path: ``view.prepare_*`` (path rules, one read,
-  the edit, validators) -> the model-has-seen-it check -> the gate -> ``view.commit``
+  the edit, validators) -> ``vfs.writes.submit`` (no-op check, the reason, then this
+  provider's policy: the version check, the tools.json probe, the gate) -> the commit
   against the version that was read, so an edit never lands on a file that changed
   underneath it, and a refusal at any step changes nothing. With ``defer`` (writes
-  queued for review) the last two steps are replaced by storing a proposal.
+  queued for review) the policy stores a proposal instead of approving.
 - ``seen`` maps view paths to the version the model has seen (by reading it,
   writing it, or finding it in the system prompt); a write over an existing file
   the model has not seen is refused.
@@ -51,9 +52,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, schema
+from memagent.vfs import writes
 from memagent.vfs.errors import StaleVersion
 from memagent.vfs.render import render_ls, render_numbered
-from memagent.vfs.revisions import check_message
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
 from memagent.vfs.types import Author, Change, Origin, PendingChange
@@ -83,7 +84,7 @@ _PATH = {"type": "string", "description": "Absolute path inside memory, e.g. /AG
 # Mutating tools take an optional one-line reason: shown to the person who approves,
 # kept as the revision's message.
 _REASON = {"type": "string", "description": "Optional: one line saying why (shown for approval, kept in history)."}
-REASON_CHARS = 200
+REASON_CHARS = writes.REASON_CHARS
 # Mutating tools take an optional expected_version: the version the caller's own read saw.
 _EXPECTED = {"type": "integer", "minimum": 0,
              "description": "Optional: the version your read_file showed (its last line, '(version N)'); "
@@ -314,34 +315,44 @@ class MemoryTools:
 
     def _gated(self, pending: PendingChange, reason: str = "",
                expected_version: int | None = None) -> ToolResult:
-        if pending.before == pending.after:
+        """The change through the one write entrance (``vfs.writes.submit``: no-op check,
+        reason, policy, commit at the version read); this provider's policy is the version
+        check, the tools.json probe, then the gate (or ``defer``)."""
+
+        def policy(req: writes.Request) -> writes.Verdict:
+            self._check_version(pending, expected_version)  # raises StaleVersion: nothing is stored
+            request = replace(ApprovalRequest.for_change(pending), reason=req.reason)
+            if (self.check_tools_json is not None and pending.after is not None
+                    and pending.scope == self.view.scope and pending.path == "/tools.json"):
+                check = self.check_tools_json(pending.after)
+                if check.refusal:
+                    return writes.Verdict.reject(check.refusal)
+                if check.note:
+                    request = replace(request, note=check.note)
+            if self.defer is not None:
+                # Checked exactly as a commit would be (paths, validators, version), then queued, not stored.
+                return writes.Verdict.queued(0, self.defer(pending, req.reason))
+            outcome = self.gate.check(request)
+            if not outcome.approved:
+                msg = f"The user rejected this change to {pending.shown}; nothing was changed."
+                if outcome.feedback:
+                    msg += f" Their feedback: {outcome.feedback}"
+                return writes.Verdict.reject(msg)
+            return writes.Verdict.approve(outcome.approval)
+
+        result = writes.submit(self.view, pending, policy=policy, author=self.author, origin=self.origin,
+                               reason=reason)
+        if result.status == "unchanged":
             # Nothing to approve or store; the model now knows this version's content.
             self.seen[pending.shown] = pending.expected_version
             return ToolResult(f"No change: {pending.shown} already has exactly that content "
                               f"(version {pending.expected_version}); nothing was written.",
                               data={"path": pending.shown, "version": pending.expected_version})
-        self._check_version(pending, expected_version)
-        reason = one_line_reason(reason)
-        check_message(pending.shown, reason)  # refused before anyone is asked, not after
-        request = replace(ApprovalRequest.for_change(pending), reason=reason)
-        if (self.check_tools_json is not None and pending.after is not None
-                and pending.scope == self.view.scope and pending.path == "/tools.json"):
-            check = self.check_tools_json(pending.after)
-            if check.refusal:
-                return ToolResult(check.refusal, True)
-            if check.note:
-                request = replace(request, note=check.note)
-        if self.defer is not None:
-            # Checked exactly as a commit would be (paths, validators, seen), then queued, not stored.
-            return ToolResult(self.defer(pending, reason))
-        outcome = self.gate.check(request)
-        if not outcome.approved:
-            msg = f"The user rejected this change to {pending.shown}; nothing was changed."
-            if outcome.feedback:
-                msg += f" Their feedback: {outcome.feedback}"
-            return ToolResult(msg, True)
-        change = self.view.commit(pending, author=self.author, approval=outcome.approval, message=reason,
-                                  origin=self.origin)
+        if result.status == "rejected":
+            return ToolResult(result.message, True)
+        if result.status == "queued":
+            return ToolResult(result.message)
+        change = writes.require(result)
         self.log.record(change)
         if change.after is None:
             self.seen.pop(change.path, None)
@@ -396,8 +407,5 @@ def _expected(value: object) -> int | None:
 
 
 def one_line_reason(reason: object) -> str:
-    """A tool's ``reason`` as one bounded line ("" when absent or not text)."""
-    if not isinstance(reason, str):
-        return ""
-    line = " ".join(reason.split())
-    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+    """A tool's ``reason`` as one bounded line ("" when absent or not text): the entrance's rule."""
+    return writes.reason_line(reason)
