@@ -250,3 +250,18 @@ def test_concurrent_renders_of_one_thread_end_in_its_whole_render(store: SqlStor
     assert errors == []
     threads.sync(tid)
     assert stored(store, threads.conversation_file(tid) or "") == expected(store, threads, tid)
+
+
+def test_memory_writers_never_write_a_conversations_scope(store: SqlStore) -> None:
+    from memagent.vfs.errors import ReadOnly
+    from memagent.vfs.paths import scope_name
+
+    scope = scope_name("conversations", "a")
+    for attempt in (lambda: store.write(scope, "/x.md", "hi\n"),
+                    lambda: store.bulk_write(scope, {"/x.md": "hi\n"}),
+                    lambda: store.prepare_delete(scope, "/x.md"),
+                    lambda: store.move(scope, "/x.md", "/y.md"),
+                    lambda: store.revert(scope, "/x.md", 1)):
+        with pytest.raises(ReadOnly, match="/conversations/ holds past threads"):
+            attempt()
+    assert store.all_files(scope) == []

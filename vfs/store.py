@@ -57,6 +57,7 @@ from memagent.vfs.errors import (
     AlreadyExists,
     IsADirectory,
     NotFound,
+    ReadOnly,
     RevisionNotFound,
     StaleVersion,
     ValidationFailed,
@@ -174,6 +175,15 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def _memory_scope(scope: str, shown: str) -> None:
+    """Memory writers never write a conversations scope: its files are derived from the
+    thread's messages and kept by ``vfs/conversation_files.py`` alone (a file written here
+    would also block the next render of a thread at that path)."""
+    if scope.startswith(paths.scope_name("conversations", "")):
+        raise ReadOnly(f"{shown} is read-only: /conversations/ holds past threads, kept by memagent; "
+                       "write notes elsewhere, e.g. /knowledge/")
+
+
 class SqlStore:
     """``Store`` over a SQLAlchemy engine (SQLite or Postgres)."""
 
@@ -231,7 +241,7 @@ class SqlStore:
             self.validate(path, content)
         with self._write() as conn:
             _insert_agent(conn, name)
-            bulk.write_batch(conn, f"agent:{name}", start, author=author, approval=approval,
+            bulk.write_batch(conn, paths.scope_name("agent", name), start, author=author, approval=approval,
                              message="init", origin=Origin("init") if author == "cli" else None)
 
     def list_agents(self) -> list[str]:
@@ -620,6 +630,7 @@ class SqlStore:
         """
         path = paths.normalize_file(path)
         shown = shown or path
+        _memory_scope(scope, shown)
         row = self._head(scope, path)
         live = row is not None and not row.deleted
         if must_exist and not live:
@@ -721,6 +732,7 @@ class SqlStore:
         src = paths.normalize_file(src)
         dst = paths.normalize_file(dst)
         shown_src, shown_dst = mount + src, mount + dst
+        _memory_scope(scope, shown_src)
         if src == dst:
             raise AlreadyExists(f"{shown_src} and {shown_dst} are the same file; give another destination")
         with self._write() as conn:
@@ -746,6 +758,7 @@ class SqlStore:
                origin: Origin | None = None) -> Change:
         path = paths.normalize_file(path)
         shown = shown or path
+        _memory_scope(scope, shown)
         with self._write() as conn:
             row = self._ever_row(conn, scope, path, shown)
             rev = self._revision(conn, row, to_version, shown)
@@ -777,6 +790,7 @@ class SqlStore:
         either no agent or the agent with all its files.
         Returns the changes in path order.
         """
+        _memory_scope(scope, "/")
         batch = bulk.normalize_batch(files)
         expected = None if expected_versions is None else bulk.normalize_expected(expected_versions, batch)
         name = _agent_of(scope) if create else None
