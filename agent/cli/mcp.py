@@ -3,8 +3,12 @@
 Invariants:
 - stdio by default: stdout carries only the protocol; the one start line and any
   error go to stderr. ``--http HOST:PORT`` serves streamable HTTP at ``/mcp``;
-  a non-loopback HOST needs a token (``--token`` or ``$MEMAGENT_MCP_TOKEN``) and
-  the command refuses to start without one (one line, exit 1).
+  a HOST other than the exact loopback names ``127.0.0.1``, ``::1`` and
+  ``localhost`` (so also ``127.0.0.2``, ``0.0.0.0``) needs a token (``--token`` or
+  ``$MEMAGENT_MCP_TOKEN``) and the command refuses to start without one (one line,
+  exit 1, like every refusal of this command). On every address, requests whose
+  ``Host`` does not name HOST:PORT or whose ``Origin`` is not local are refused
+  (``agent/serve/transport.py``).
 - The agent must exist before the server starts (one line and exit 1 otherwise),
   so a client's misconfiguration shows at once, not at its first tool call.
 - ctrl-C and the end of stdin stop the server with exit 0 and no traceback.
@@ -34,7 +38,8 @@ def mcp_group() -> None:
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
               help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
 @click.option("--token", default=None, envvar="MEMAGENT_MCP_TOKEN", metavar="TOKEN",
-              help="Bearer token HTTP clients must send (default $MEMAGENT_MCP_TOKEN); required off loopback.")
+              help="Bearer token HTTP clients must send (default $MEMAGENT_MCP_TOKEN); required unless HOST is "
+                   "127.0.0.1, ::1 or localhost.")
 @click.pass_obj
 @handled
 def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str | None) -> None:
@@ -45,6 +50,10 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
     Every write is validated and versioned like a chat edit; a write over a file
     that changed since the client read it is refused ("read it again"). Each
     revision records the client's name and version (see `memagent fs log`).
+
+    \b
+    Over HTTP, requests must name HOST:PORT in their Host header, and an Origin
+    header, if sent, must be local: web pages of other sites are refused.
     """
     from memagent.agent.serve import MemoryServer
     from memagent.agent.serve.server import ApprovalMode
