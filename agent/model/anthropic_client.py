@@ -24,7 +24,9 @@ Invariants (beyond those of ``model.base``):
   retry after visible output would repeat it). A cut-off stream is never
   returned as if it were a complete answer.
 - API key and base URL come from the SDK's own environment variables
-  (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_BASE_URL``).
+  (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_BASE_URL``); a
+  ``base_url`` argument (``--base-url``) overrides the latter. Commands build this
+  class only through ``registry.build`` (``providers/anthropic.py``).
 """
 
 from __future__ import annotations
@@ -358,13 +360,15 @@ class AnthropicModel:
         max_retries: int = 4,
         client: anthropic.Anthropic | None = None,
         timeout: float = 600,
+        base_url: str | None = None,
     ) -> None:
         self.name = name
         self.stream = stream
         self.max_retries = max_retries
         self._can_count = True
         try:
-            base = client if client is not None else anthropic.Anthropic()
+            # base_url None: the SDK reads ANTHROPIC_BASE_URL (or its default).
+            base = client if client is not None else anthropic.Anthropic(base_url=base_url)
         except anthropic.AnthropicError as err:
             # e.g. the SDK's credential chain found a broken or missing profile.
             raise ModelError(
