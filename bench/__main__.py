@@ -16,6 +16,12 @@ if sys.argv[1:2] == ["secrets"]:
 
     raise SystemExit(secrets_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["prompts"]:
+    # ``python -m bench prompts``: every template's system prompt and tools in tokens.
+    from bench.prompt_sizes import main as prompts_main
+
+    raise SystemExit(prompts_main(sys.argv[2:]))
+
 from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())
