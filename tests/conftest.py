@@ -4,6 +4,13 @@
 ``MEMAGENT_TEST_PG_URL`` (``scripts/test`` starts a throwaway one). Without it the
 Postgres cases are skipped locally, but under CI (``CI=true``) they fail, so CI can
 never pass without exercising Postgres.
+
+Hypothesis runs the same examples on every run and machine (profile ``memagent``):
+no example database (a failure found once in a clone must not fail every later
+run there; a case worth keeping becomes an explicit ``@example``), derandomized,
+no deadline and no too-slow health check (a busy machine is not a bug). Each test
+keeps its own example count. ``HYPOTHESIS_PROFILE=explore`` draws new random
+examples instead, to look for bugs, still without a database.
 """
 
 from __future__ import annotations
@@ -14,11 +21,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench.fake_messages_api import FakeMessagesAPI
 from memagent.vfs import SqlStore, open_store
+
+settings.register_profile(
+    "memagent", database=None, derandomize=True, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", parent=settings.get_profile("memagent"), derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "memagent"))
 
 PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
 BACKENDS = ["sqlite", "postgres"]
