@@ -12,9 +12,11 @@ import contextlib
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,17 +185,49 @@ def test_reject_with_feedback_keys(api: FakeMessagesAPI, store: SqlStore) -> Non
     assert AgentView(store, "bot").read("/AGENTS.md").content == ""
 
 
+class _HeldEvents(list[Any]):
+    """A stream's events that stop after the first piece of text until ``release`` is set."""
+
+    def __init__(self, events: list[Any], release: threading.Event) -> None:
+        super().__init__(events)
+        self.release = release
+
+    def __iter__(self) -> Iterator[Any]:
+        for name, data in list.__iter__(self):
+            yield name, data
+            if data.get("delta", {}).get("type") == "text_delta" and not self.release.is_set():
+                self.release.wait(60)  # a bound so a broken test ends; it is set long before
+
+
+class HeldAPI(FakeMessagesAPI):
+    """The first answer holds its stream after its first text until the test says so:
+    the turn is certainly still running when Ctrl-C comes, however busy the machine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self._held = False
+
+    def _events(self, body: dict[str, Any], item: Any) -> list[Any]:
+        events = super()._events(body, item)
+        if self._held:
+            return events
+        self._held = True
+        return _HeldEvents(events, self.release)
+
+
 def test_ctrl_c_stops_a_turn_and_clears_a_line(store: SqlStore) -> None:
-    with FakeMessagesAPI(event_delay=0.6) as api:
+    with HeldAPI() as api:
         api.enqueue_text("one two three four five six seven eight nine ten eleven twelve")
         api.enqueue_text("Going on.")
         screen = start(api)
 
         pos = screen.wait_for("bot>")
         screen.type("count slowly")
-        pos = screen.wait_for("one two", after=pos)
+        pos = screen.wait_for("one two", after=pos)  # the stream holds here
         screen.child.sendintr()
         pos = screen.wait_for("interrupted; the conversation is kept", after=pos)
+        api.release.set()  # the held stream may end now (its client is gone)
         pos = screen.wait_for("bot>", after=pos)
 
         screen.child.send("half a thought")
