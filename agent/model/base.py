@@ -1,9 +1,9 @@
 """The provider-neutral model interface: one request in, one plain-dict response out.
 
-Everything the loop knows about a model is here; the Anthropic client
-(``anthropic_client``) and the scripted test model (``scripted``) implement it.
-Nothing in this module imports a provider SDK, so the core and the CLI can name
-models and read usage without paying for one.
+Everything the loop knows about a model is here; the providers' models
+(``providers/``, built through ``registry.build``) and the scripted test model
+(``scripted``) implement it. Nothing in this module imports a provider SDK, so the
+core and the CLI can name models and read usage without paying for one.
 
 Invariants:
 - ``ModelRequest`` is built once and sent as is (build-then-send): a model never
@@ -13,6 +13,15 @@ Invariants:
   table and sent back unchanged.
 - Every failure leaves a model as a ``ModelError`` whose message is one line a
   person can act on.
+- Requests are Anthropic-shaped whatever the provider (content blocks ``text``,
+  ``tool_use``, ``tool_result``; thinking blocks verbatim): stored threads never
+  change shape; a provider with another wire format translates both ways.
+- Prompt caching is the provider's concern. The core marks the end of the stable
+  prefix with ``CACHE_MARK`` (``"cache_control": {"type": "ephemeral"}`` on a
+  block); the Anthropic provider sends the mark as is, every other provider strips
+  it before sending (and may use its own mechanism). The core builds the prefix
+  (system, tools, earlier messages) byte-identical from turn to turn, so a
+  provider's prefix cache hits with or without the mark.
 """
 
 from __future__ import annotations
@@ -29,6 +38,11 @@ DEFAULT_MODEL = "claude-sonnet-5-5"
 
 _ONE_LINE_LIMIT = 300
 
+# The key and value the core puts on a block to mark the end of the stable prefix
+# (see the module docstring): only the Anthropic provider sends it.
+CACHE_KEY = "cache_control"
+CACHE_MARK: dict[str, str] = {"type": "ephemeral"}
+
 TextCallback = Callable[[str], None]
 
 
@@ -40,12 +54,28 @@ def one_line(text: str) -> str:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One call: the system blocks, the conversation, the tools and the output limit."""
+    """One call: the system blocks, the conversation, the tools and the output limit.
+
+    Blocks may carry ``CACHE_KEY`` (the stable-prefix mark): a provider other than
+    Anthropic removes it from its copy (``without_cache_marks``), never from these lists.
+    """
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int = 4096
+
+
+def without_cache_marks(value: Any) -> Any:
+    """A copy of ``value`` (blocks, messages, tools, nested) with every ``CACHE_KEY`` removed.
+
+    For providers that do not take Anthropic's mark; the input is never changed.
+    """
+    if isinstance(value, Mapping):
+        return {k: without_cache_marks(v) for k, v in value.items() if k != CACHE_KEY}
+    if isinstance(value, list):
+        return [without_cache_marks(v) for v in value]
+    return value
 
 
 @dataclass
