@@ -87,18 +87,16 @@ _REASON = {"type": "string", "description": "Optional: one line saying why (show
 REASON_CHARS = writes.REASON_CHARS
 # Mutating tools take an optional expected_version: the version the caller's own read saw.
 _EXPECTED = {"type": "integer", "minimum": 0,
-             "description": "Optional: the version your read_file showed (its last line, '(version N)'); "
-                            "the change is refused if the file is at any other version. 0: the file must "
-                            "not exist yet. Pass it when calls may run concurrently."}
+             "description": "Optional: the N of read_file's '(version N)'; refused if the file is now at "
+                            "another version. 0: it must not exist yet. Pass it when calls may run concurrently."}
 
 DEFINITIONS: list[dict[str, Any]] = [
     {"name": "ls", "description": "List a memory folder: one entry a line, folders end in /, with sizes.",
      "input_schema": schema({"path": {**_PATH, "default": "/"}}, [])},
     {"name": "read_file",
      "description": "Read a memory file as numbered lines (`{n:>6}\\t{line}`), then a last line "
-                    "'(version N)' (for an empty file the one line says its version): the version read, to pass "
-                    "as expected_version when you change the file. "
-                    "Use offset/limit for long files.",
+                    "'(version N)' (an empty file: one line naming its version); pass N as expected_version "
+                    "when you change the file. Use offset/limit for long files.",
      "input_schema": schema({"file_path": _PATH,
                              "offset": {"type": "integer", "minimum": 0, "default": 0,
                                         "description": "Lines to skip."},
@@ -125,15 +123,12 @@ DEFINITIONS: list[dict[str, Any]] = [
      "input_schema": schema({"pattern": {"type": "string"}, "path": {**_PATH, "default": "/"}},
                             ["pattern"])},
     {"name": "grep",
-     "description": "Search memory file contents with a Python regular expression (`re` syntax, or a "
-                    "fixed string), matched one line at a time. Content lines print as path:line:text. "
-                    "Matching takes time linear in the text for all syntax except backreferences "
-                    "(\\1, (?P=name)), lookarounds ((?=...), (?!...), (?<=...), (?<!...)), conditionals, "
-                    "atomic groups, possessive quantifiers, \\B and repeat counts above 1000 (\\b is linear "
-                    "on ASCII text). Patterns using those run on a backtracking matcher with a 5-second "
-                    "limit per call; if it is reached you get what was found so far and a last line "
-                    "'(incomplete: ...)' naming where it stopped and why: rewrite the pattern without "
-                    "that construct, or narrow path or glob.",
+     "description": "Search memory file contents, one line at a time, with a Python regular expression "
+                    "(or a fixed string); content lines print as path:line:text. Backreferences, lookarounds, "
+                    "conditionals, atomic groups, possessive quantifiers, \\B and repeats over 1000 run on a "
+                    "backtracking matcher limited to 5 s per call: past it you get what was found and a last "
+                    "line '(incomplete: ...)' naming where it stopped and why; drop that construct or narrow "
+                    "path or glob.",
      "input_schema": schema({
          "pattern": {"type": "string"},
          "path": {**_PATH, "default": "/"},
@@ -319,20 +314,21 @@ class MemoryTools:
         reason, policy, commit at the version read); this provider's policy is the version
         check, the tools.json probe, then the gate (or ``defer``)."""
 
-        def policy(req: writes.Request) -> writes.Verdict:
+        def policy(request: writes.Request) -> writes.Verdict:
             self._check_version(pending, expected_version)  # raises StaleVersion: nothing is stored
-            request = replace(ApprovalRequest.for_change(pending), reason=req.reason)
+            reason = request.reason
+            asked = replace(ApprovalRequest.for_change(pending), reason=reason)
             if (self.check_tools_json is not None and pending.after is not None
                     and pending.scope == self.view.scope and pending.path == "/tools.json"):
                 check = self.check_tools_json(pending.after)
                 if check.refusal:
                     return writes.Verdict.reject(check.refusal)
                 if check.note:
-                    request = replace(request, note=check.note)
+                    asked = replace(asked, note=check.note)
             if self.defer is not None:
                 # Checked exactly as a commit would be (paths, validators, version), then queued, not stored.
-                return writes.Verdict.queued(0, self.defer(pending, req.reason))
-            outcome = self.gate.check(request)
+                return writes.Verdict.queued(0, self.defer(pending, reason))
+            outcome = self.gate.check(asked)
             if not outcome.approved:
                 msg = f"The user rejected this change to {pending.shown}; nothing was changed."
                 if outcome.feedback:
