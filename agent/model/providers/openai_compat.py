@@ -418,6 +418,7 @@ class OpenAIModel:
         context_window: int | None = None,
         timeout: float = 600,
         server: str = "the model API",
+        reach_hint: str = "",
     ) -> None:
         sdk = _sdk()
         self.name = name
@@ -428,6 +429,7 @@ class OpenAIModel:
         self.context_window = context_window
         self.key_hint = key_hint
         self.server = server
+        self.reach_hint = reach_hint  # appended to "cannot reach ..." (e.g. how to start the server)
         try:
             self._client: openai.OpenAI = sdk.OpenAI(
                 api_key=api_key, base_url=base_url, max_retries=0,
@@ -476,7 +478,7 @@ class OpenAIModel:
                     raise ModelError(f"{self.server} at {self.base_url} did not answer in time "
                                      f"({retries + 1} attempts); try again") from None
                 raise ModelError(f"cannot reach {self.server} at {self.base_url}: "
-                                 f"{_connection_cause(err)}") from None
+                                 f"{_connection_cause(err)}{self.reach_hint}") from None
             except _Broken as broken:
                 if not broken.emitted and retries < self.max_retries and (
                         not broken.status or broken.status in (408, 409, 429) or broken.status >= 500):
