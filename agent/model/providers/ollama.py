@@ -147,8 +147,9 @@ class OllamaProvider:
         hint = "" if models else f"; pull one with `ollama pull {SUGGESTED}`"
         return ProviderStatus(True, f"Ollama at {root}: {count}{hint}")
 
-    def build(self, model: str, options: ModelOptions) -> OpenAIModel:
-        root = root_url(options)
+    def check(self, model: str, options: ModelOptions = DEFAULT_OPTIONS) -> dict[str, Any]:
+        """``/api/show`` of a usable model, or ``ModelError`` (one line): unreachable, not
+        pulled, or without tools. Imports no SDK, so a front end can call it at start."""
         show = self._show(model, options)
         capabilities = show.get("capabilities")
         if isinstance(capabilities, list) and "tools" not in capabilities:
@@ -157,6 +158,11 @@ class OllamaProvider:
                              f"works through tools; pick a model that has them, e.g. `ollama pull "
                              f"{SUGGESTED}` and --model ollama/{SUGGESTED} (`memagent models` lists the "
                              "local ones)")
+        return show
+
+    def build(self, model: str, options: ModelOptions) -> OpenAIModel:
+        root = root_url(options)
+        show = self.check(model, options)
         return OpenAIModel(
             f"ollama/{model}", model, base_url=f"{root}/v1", api_key="ollama",
             key_hint="the key", stream=options.stream, token_param="max_tokens",
