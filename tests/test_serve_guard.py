@@ -150,11 +150,11 @@ def free_port(host: str) -> int:
 
 
 @contextlib.contextmanager
-def served(host: str, token: str | None = None) -> Iterator[Served]:
+def served(host: str, token: str | None = None, *args: str) -> Iterator[Served]:
     bind = "127.0.0.1" if host == "localhost" else host
     port = free_port(bind)
     env = {**os.environ, "MEMAGENT_MCP_TOKEN": token or ""}
-    proc = subprocess.Popen([MEMAGENT, "mcp", "serve", "demo", "--http", f"{host}:{port}"],
+    proc = subprocess.Popen([MEMAGENT, "mcp", "serve", "demo", "--http", f"{host}:{port}", *args],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     server = Served(host, port, token, proc)
     reader = threading.Thread(target=server.read_stderr, daemon=True)
@@ -201,6 +201,19 @@ def test_without_a_token_only_the_exact_loopback_names_start(db: str, host: str)
     if host.startswith("127."):
         assert "(a loopback address other than 127.0.0.1, ::1 and localhost)" in lines[0]
     assert stored(db) == (["/notes.md"], "start\n", 1)
+
+
+def test_allow_host_needs_a_token_and_a_plain_name(db: str) -> None:
+    for args, message in [
+        (["--http", "0.0.0.0:8765", "--allow-host", "server.example"], "--allow-host needs a bearer token"),
+        (["--http", "127.0.0.1:8765", "--allow-host", "server.example"], "--allow-host needs a bearer token"),
+        (["--http", "127.0.0.1:8765", "--token", "t", "--allow-host", "http://server.example:80"],
+         "--allow-host takes a host name or address without port or scheme"),
+        (["--allow-host", "server.example", "--token", "t"], "--allow-host is for --http HOST:PORT"),
+    ]:
+        p = run("mcp", "serve", "demo", *args, env={"MEMAGENT_MCP_TOKEN": ""}, stdin="")
+        lines = err(p).strip().splitlines()
+        assert p.returncode == 1 and len(lines) == 1 and lines[0].startswith("memagent: " + message), (args, err(p))
 
 
 # -- DNS rebinding ---------------------------------------------------------------------------------
@@ -261,10 +274,11 @@ def test_the_right_host_and_a_local_origin_pass(db: str, host: str, token: str |
         names = [f"127.0.0.2:{s.port}"] if host == "127.0.0.2" else \
             [f"localhost:{s.port}", f"127.0.0.1:{s.port}", f"[::1]:{s.port}"]
         for name in names:
-            origin = f"http://{name.rsplit(':', 1)[0]}:5173"  # a local web client on another port
-            r = s.post(initialize("good-client"), {"Host": name, "Origin": origin})
-            assert r.status_code == 200, (name, r.text)
-            assert data(r)["result"]["serverInfo"]["name"]
+            bare = name.rsplit(':', 1)[0]
+            for origin in (f"http://{bare}:5173", f"https://{bare}"):  # local web clients, another port
+                r = s.post(initialize("good-client"), {"Host": name, "Origin": origin})
+                assert r.status_code == 200, (name, origin, r.text)
+                assert data(r)["result"]["serverInfo"]["name"]
         sid = s.session({"Host": names[0]})
         r = s.post(write("/raw.md", "raw and right\n"), {"Host": names[0], **in_session(sid)})
         assert r.status_code == 200 and data(r)["result"]["isError"] is False, r.text
@@ -280,6 +294,20 @@ def test_the_right_host_and_a_local_origin_pass(db: str, host: str, token: str |
                     assert not result.is_error, result
         anyio.run(body)
     assert stored(db) == (["/notes.md", "/raw.md"], "via sdk\n", 2)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+def test_allow_host_adds_exactly_its_names(db: str, host: str) -> None:
+    with served(host, TOKEN, "--allow-host", "Server.Example") as s:
+        good = {"Host": f"server.example:{s.port}", "Origin": "https://server.example"}
+        assert s.post(initialize("good-client"), good).status_code == 200
+        assert s.post(initialize(), {**good, "Host": f"server.example.evil.example:{s.port}"}).status_code == 421
+        assert s.post(initialize(), {**good, "Origin": "http://evil.example"}).status_code == 403
+        assert s.post(initialize(), EVIL).status_code == 421
+        sid = s.session(good)
+        r = s.post(write("/named.md", "by name\n"), {**good, **in_session(sid)})
+        assert r.status_code == 200 and data(r)["result"]["isError"] is False, r.text
+    assert stored(db)[0] == ["/named.md", "/notes.md"]
 
 
 # -- a client that leaves --------------------------------------------------------------------------
@@ -326,6 +354,13 @@ def test_a_client_that_disconnects_mid_request_is_one_line(db: str, host: str, t
 ])
 def test_host_rule(bound: str, header: str, ok: bool) -> None:
     assert HostRule(bound, 8765).host_ok(header) is ok
+
+
+def test_host_rule_with_allowed_names() -> None:
+    rule = HostRule("0.0.0.0", 8765, frozenset({"server.example", "2001:db8::7"}))
+    assert rule.host_ok("server.example:8765") and rule.host_ok("[2001:db8:0::7]:8765")
+    assert not rule.host_ok("server.example:8766") and not rule.host_ok("evil.server.example:8765")
+    assert rule.origin_ok("https://server.example") and not rule.origin_ok("https://server.example.evil")
 
 
 @pytest.mark.parametrize(("bound", "origin", "ok"), [

@@ -8,7 +8,7 @@ Invariants:
   ``$MEMAGENT_MCP_TOKEN``) and the command refuses to start without one (one line,
   exit 1, like every refusal of this command). On every address, requests whose
   ``Host`` does not name HOST:PORT or whose ``Origin`` is not local are refused
-  (``agent/serve/transport.py``).
+  (``agent/serve/transport.py``); ``--allow-host NAME`` adds a name, only with a token.
 - The agent must exist before the server starts (one line and exit 1 otherwise),
   so a client's misconfiguration shows at once, not at its first tool call.
 - ctrl-C and the end of stdin stop the server with exit 0 and no traceback.
@@ -40,9 +40,13 @@ def mcp_group() -> None:
 @click.option("--token", default=None, envvar="MEMAGENT_MCP_TOKEN", metavar="TOKEN",
               help="Bearer token HTTP clients must send (default $MEMAGENT_MCP_TOKEN); required unless HOST is "
                    "127.0.0.1, ::1 or localhost.")
+@click.option("--allow-host", "allow_host", multiple=True, metavar="NAME",
+              help="Another name clients reach the HTTP server by (e.g. the DNS name of a server bound to "
+                   "0.0.0.0); repeatable; needs --token.")
 @click.pass_obj
 @handled
-def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str | None) -> None:
+def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str | None,
+              allow_host: tuple[str, ...]) -> None:
     """Serve AGENT's memory over MCP: file tools, AGENTS.md and skills as resources,
     /remember and /compact as prompts.
 
@@ -57,13 +61,23 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
     """
     from memagent.agent.serve import MemoryServer
     from memagent.agent.serve.server import ApprovalMode
-    from memagent.agent.serve.transport import check_binding, parse_address, serve_http, serve_stdio
+    from memagent.agent.serve.transport import (
+        UsageError,
+        check_binding,
+        parse_address,
+        parse_allowed_hosts,
+        serve_http,
+        serve_stdio,
+    )
     from memagent.vfs.proposals import ProposalStore
     from memagent.vfs.scopes import AgentView
 
     address = parse_address(http) if http else None
+    allowed = parse_allowed_hosts(allow_host)
+    if allowed and address is None:
+        raise UsageError("--allow-host is for --http HOST:PORT (stdio has no Host header)")
     if address is not None:
-        check_binding(address[0], token)
+        check_binding(address[0], token, allowed)
         _check_port_free(*address)
     view = ctx.view(agent)
     store = view.store
@@ -82,7 +96,7 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
             ready("stdio")
             serve_stdio(server)
         else:
-            serve_http(server, address[0], address[1], token, on_ready=ready)
+            serve_http(server, address[0], address[1], token, on_ready=ready, allowed=allowed)
     except KeyboardInterrupt:
         pass
     click.echo("memagent: MCP server stopped", err=True)

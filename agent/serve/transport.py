@@ -24,6 +24,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import re
 import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -85,7 +86,26 @@ def is_tokenless(host: str) -> bool:
     return host.lower() == "localhost" or (ip is not None and str(ip) in TOKENLESS_HOSTS)
 
 
-def check_binding(host: str, token: str | None) -> None:
+_DNS_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
+
+
+def parse_allowed_hosts(values: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """``--allow-host`` values: DNS names or IP addresses (no port, no scheme), lower-cased."""
+    names = set()
+    for value in values:
+        name = value.strip().lower()
+        ip = _ip(name.strip("[]"))
+        if ip is None and not (len(name) <= 253 and _DNS_NAME.fullmatch(name)):
+            raise UsageError(f"--allow-host takes a host name or address without port or scheme, "
+                             f"e.g. server.example (got {value!r})")
+        names.add(str(ip) if ip is not None else name)
+    return frozenset(names)
+
+
+def check_binding(host: str, token: str | None, allowed: frozenset[str] = frozenset()) -> None:
+    if allowed and not token:
+        raise UsageError("--allow-host needs a bearer token (other names than the bound address are "
+                         f"reachable from elsewhere): set ${TOKEN_ENV} or pass --token")
     if token or is_tokenless(host):
         return
     why = ("a loopback address other than 127.0.0.1, ::1 and localhost" if is_loopback(host)
@@ -127,6 +147,8 @@ class HostRule:
       ``localhost`` and this machine's host names. A rebinding page's requests carry
       the page's own DNS name; an address literal is what a client typed.
     - Bound to a name: that name.
+    - And the names given with ``--allow-host`` (only with a token): the names
+      clients use for a server bound to ``0.0.0.0`` or behind a proxy.
 
     ``Host`` must also carry the bound port (no port means 80). ``Origin``, when
     present, must be ``http://`` or ``https://`` with one of those names, any port;
@@ -135,9 +157,12 @@ class HostRule:
 
     host: str
     port: int
+    also: frozenset[str] = frozenset()
 
     def names(self, name: str) -> bool:
         bound, ip = self.host.lower(), _ip(name)
+        if (str(ip) if ip is not None else name) in self.also:
+            return True
         if is_tokenless(bound):
             return name == "localhost" or (ip is not None and str(ip) in ("127.0.0.1", "::1"))
         bound_ip = _ip(bound)
@@ -309,23 +334,40 @@ def serve_stdio(server: MemoryServer) -> None:
     anyio.run(main)
 
 
-def http_app(server: MemoryServer, host: str, port: int, token: str | None) -> App:
+def _sdk_security(host: str, also: frozenset[str]) -> Any:
+    """The SDK's own Host/Origin check, kept as a second layer where the SDK has one (the three
+    loopback names), spelled to accept what ``HostRule`` accepts: http and https Origins, with or
+    without a port, and the ``--allow-host`` names. ``guard_requests`` has already applied the rule."""
+    if not is_tokenless(host):
+        return None  # the SDK's default elsewhere: off
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = ["127.0.0.1", "localhost", "[::1]", *(f"[{n}]" if ":" in n else n for n in sorted(also))]
+    # "name:*" in the SDK needs a port; the bare forms cover Host on port 80 and port-less Origins.
+    origins = [f"{s}://{n}" for n in names for s in ("http", "https")]
+    return TransportSecuritySettings(allowed_hosts=[*names, *(f"{n}:*" for n in names)],
+                                     allowed_origins=[*origins, *(f"{o}:*" for o in origins)])
+
+
+def http_app(server: MemoryServer, host: str, port: int, token: str | None,
+             allowed: frozenset[str] = frozenset()) -> App:
     """The ASGI app: the SDK's streamable HTTP app behind the Host/Origin guard, and the token when there is one."""
     sdk = server.build()
-    app: App = sdk.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    app: App = sdk.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
+                                       transport_security=_sdk_security(host, allowed))
     # Outermost first: Host/Origin, then the token, and only then is a body read.
     app = read_whole_body(app)
-    return guard_requests(require_bearer(app, token) if token else app, HostRule(host, port))
+    return guard_requests(require_bearer(app, token) if token else app, HostRule(host, port, allowed))
 
 
 def serve_http(server: MemoryServer, host: str, port: int, token: str | None,
-               on_ready: Callable[[str], None] = lambda _: None) -> None:
+               on_ready: Callable[[str], None] = lambda _: None, allowed: frozenset[str] = frozenset()) -> None:
     import uvicorn
 
-    check_binding(host, token)
+    check_binding(host, token, allowed)
     _set_up_logging()
-    config = uvicorn.Config(http_app(server, host, port, token), host=host, port=port, log_level="warning",
-                            lifespan="on")
+    config = uvicorn.Config(http_app(server, host, port, token, allowed), host=host, port=port,
+                            log_level="warning", lifespan="on")
     web = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     on_ready(f"http://{shown}:{port}{MCP_PATH}")
