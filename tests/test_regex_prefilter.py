@@ -305,7 +305,14 @@ STORE_PATTERNS = [
 
 @pytest.fixture
 def loaded(store: SqlStore) -> SqlStore:
-    store.bulk_write(S, {**generate(300, seed=7).files, **EDGE})
+    # /u/separators.md's U+0085 stands for memory stored before control characters were
+    # refused (validators/control_chars.py): grep must still answer over it.
+    legacy = store.validator
+    store.validator = lambda path, content: []
+    try:
+        store.bulk_write(S, {**generate(300, seed=7).files, **EDGE})
+    finally:
+        store.validator = legacy
     store.write("agent:other", "/u/x.md", "555-1234 in another scope\n")
     store.write(S, "/gone.md", "555-1234 deleted\n")
     store.delete(S, "/gone.md")

@@ -22,6 +22,7 @@ from memagent.vfs import SqlStore, open_store
 from memagent.vfs.db import DatabaseMissing
 from memagent.vfs.errors import AgentNotFound, VfsError
 from memagent.vfs.scopes import AgentView
+from memagent.vfs.terminal_text import shown
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -134,7 +135,8 @@ def cli_words(message: str) -> str:
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"memagent: {message}", err=True)
+    # Error text can quote what the model or a file sent: escaped for the terminal.
+    click.echo(f"memagent: {shown(message)}", err=True)
     sys.exit(1)
 
 
