@@ -47,8 +47,9 @@ from memagent.agent.model import Model, ModelError, ModelRequest, Usage
 
 log = logging.getLogger("memagent.agent")
 
-# Claude's context window (tokens); the default budget is half of it, which leaves
-# room for the answer, for thinking and for counting error, and keeps requests cheap.
+# Claude's context window (tokens), assumed when the model's provider does not know
+# its window; the default budget is half the window, which leaves room for the
+# answer, for thinking and for counting error, and keeps requests cheap.
 DEFAULT_WINDOW = 200_000
 DEFAULT_BUDGET = DEFAULT_WINDOW // 2
 MIN_BUDGET = 2_000
@@ -387,15 +388,27 @@ def split_stored(text: str) -> tuple[str, list[str]]:
 # -- the window ----------------------------------------------------------------------------
 
 
+def budget_for(window: int | None) -> int:
+    """The default budget for a model whose window is ``window`` tokens (its provider's
+    ``ModelInfo.context_window``, e.g. what Ollama says): half of it, at least
+    ``MIN_BUDGET``; ``DEFAULT_BUDGET`` when the window is unknown."""
+    if window is None or window <= 0:
+        return DEFAULT_BUDGET
+    return max(window // 2, MIN_BUDGET)
+
+
 Notice = Callable[[str], None]
 
 
 class ContextWindow:
     """Keeps one conversation's requests under ``budget`` tokens (see the module docstring)."""
 
-    def __init__(self, model: Model, *, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(self, model: Model, *, budget: int | None = None) -> None:
         self.model = model
-        self.budget = budget
+        # No budget given: from the window the model says it has (a model MAY carry
+        # ``context_window``), else the default.
+        window = getattr(model, "context_window", None)
+        self.budget = budget if budget is not None else budget_for(window if isinstance(window, int) else None)
         self.counter = Counter(model)
         self.folding = Folding()
         self.spent = Usage()  # usage of summarising calls, drained by the loop

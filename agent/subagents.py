@@ -17,6 +17,9 @@ Invariants:
   changed a file the parent had read is refused (the parent saw an older version),
   and a parent's versionless write issued in the same batch as the ``task`` call
   is refused if the subagent changed that file.
+- Its ``model:`` frontmatter is a model id made through the registry (the front end's
+  ``model_factory``); one that cannot be made is an ``is_error`` result, the parent's
+  model is used when there is no factory or the same model is named.
 - Its system prompt is the file's body; its conversation is not kept in the thread,
   only its final answer (as the ``task`` tool result) and the tool calls it made.
 """
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from memagent.agent.model import ModelError
 from memagent.agent.prompt import SystemPrompt
 from memagent.agent.tools import READ_ONLY, MemoryTools, ToolBox, ToolResult
 from memagent.agent.tools.mcp import McpTools
@@ -88,7 +92,13 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     model = parent.model
     wanted = meta.get("model")
     if isinstance(wanted, str) and wanted and wanted != model.name and parent.model_factory:
-        model = parent.model_factory(wanted)
+        # The factory is the registry's (``provider/model``, a bare name is Claude); a model
+        # that cannot be made is this call's error, not the parent's turn's.
+        try:
+            model = parent.model_factory(wanted)
+        except ModelError as err:
+            return ToolResult(f"{path} asks for model {wanted!r}, which cannot be used: {err} "
+                              "(fix its `model:` line or remove it to use the chat's model)", True)
     # A fresh ``seen``: the subagent has read nothing yet, whatever the parent has (it must
     # not write over a version it never saw). The shared log lets each side's version
     # checks see the other's changes.

@@ -1,13 +1,17 @@
 """``memagent chat``: the interactive session with an agent.
 
 Invariants:
-- Every failure before the session starts (unknown agent — said first —, no API
-  key, unknown thread) is one line on stderr and exit 1; a usage mistake
+- Every failure before the session starts (unknown agent — said first —, a bad
+  model id or unknown provider, a provider not set up (its own ``status()`` line),
+  unknown thread) is one line on stderr and exit 1; a usage mistake
   (``--thread`` with ``--resume``) is exit 2; a session that ends by ``/exit`` or
   end of input exits 0.
-- The prompt does not wait for the anthropic SDK: the client is built on a thread
-  (``model.startup.BackgroundModel``) while the person types; a client that cannot
-  be set up is a one-line error at the first message.
+- The model is made by the registry only (``--model``, ``$MEMAGENT_MODEL``, a bare
+  name is Claude; ``--base-url``); the prompt does not wait for a provider SDK: the
+  client is built on a thread (``model.startup.BackgroundModel``) while the person
+  types; a client that cannot be set up is a one-line error at the first message.
+- The context budget's default is half the model's window when its provider knows
+  it (an Ollama model's own window), else ``context.DEFAULT_BUDGET``.
 - A resumed thread (``--resume``, ``--thread``) shows its last few turns.
 - The UI is chosen by the terminal: a terminal gets prompt_toolkit + rich, anything
   else plain line-by-line text (see ``ui``).
@@ -19,32 +23,28 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from types import FrameType
 
 import click
 
-from memagent.agent.cli import config
-from memagent.agent.cli.common import Ctx, fail, handled
-from memagent.agent.context import DEFAULT_BUDGET, MIN_BUDGET
+from memagent.agent.cli import config, models
+from memagent.agent.cli.common import Ctx, handled
+from memagent.agent.cli.models import stream_enabled
+from memagent.agent.context import DEFAULT_BUDGET, MIN_BUDGET, budget_for
 from memagent.agent.loop import DEFAULT_MAX_STEPS as MAX_STEPS_DEFAULT
 from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
-from memagent.agent.model import Model
+from memagent.agent.model import registry
 
-# The Anthropic client, the session and the UI are imported inside ``chat``: importing
-# the anthropic SDK takes over a second, which every other command would pay otherwise.
+# The model client, the session and the UI are imported inside ``chat``: importing a
+# provider SDK takes over a second, which every other command would pay otherwise.
 
-NO_KEY = "no API key: set one with `export ANTHROPIC_API_KEY=...` and run `memagent chat` again"
+__all__ = ["chat", "stream_enabled"]
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
-
-
-def stream_enabled() -> bool:
-    return os.environ.get("MEMAGENT_STREAM", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @click.command("chat")
@@ -55,17 +55,23 @@ def stream_enabled() -> bool:
 @click.option("--yolo", is_flag=True,
               help="Apply memory edits without asking (each revision records 'yolo').")
 @click.option("--model", "model_name", default=None, metavar="M",
-              help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
+              help=f"Model id, provider/model (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}); "
+                   "`memagent models` lists the providers.")
+@click.option("--base-url", "base_url", default=None, metavar="URL",
+              help="Where the model's API is (an OpenAI-compatible server, a proxy); "
+                   "overrides the provider's own variable.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=MAX_STEPS_DEFAULT,
               show_default=True, help="Most tool steps the agent may take in one turn.")
-@click.option("--context-budget", type=click.IntRange(min=MIN_BUDGET), default=DEFAULT_BUDGET,
-              envvar="MEMAGENT_CONTEXT_BUDGET", show_default=True, metavar="TOKENS",
+@click.option("--context-budget", type=click.IntRange(min=MIN_BUDGET), default=None,
+              envvar="MEMAGENT_CONTEXT_BUDGET", metavar="TOKENS",
               help="Most input tokens one request may hold; older turns fold into a running summary "
-                   "(env MEMAGENT_CONTEXT_BUDGET).")
+                   f"(env MEMAGENT_CONTEXT_BUDGET; default: half the model's window if known, "
+                   f"else {DEFAULT_BUDGET}).")
 @click.pass_obj
 @handled
 def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo: bool,
-         model_name: str | None, max_steps: int, context_budget: int) -> None:
+         model_name: str | None, base_url: str | None, max_steps: int,
+         context_budget: int | None) -> None:
     """Talk with AGENT (default: -a, $MEMAGENT_AGENT, `memagent use`, the only agent); it keeps what it learns.
 
     \b
@@ -76,16 +82,18 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     """
     if thread_id and resume:
         raise click.UsageError("--thread and --resume cannot be used together; pick one")
-    from memagent.agent.model.startup import BackgroundModel, api_key_configured
+    from memagent.agent.model.startup import BackgroundModel
 
     # A missing agent is the first thing to say, before a missing key.
     view = ctx.view(agent)
-    if not api_key_configured():
-        fail(NO_KEY)
-    name = model_name or os.environ.get("MEMAGENT_MODEL") or MODEL_DEFAULT
-    # The anthropic SDK takes over a second to import: build the client on a thread
+    name = models.model_id(model_name)
+    opts = models.options(base_url)
+    models.check_ready(name, opts, "chat")
+    if context_budget is None:
+        context_budget = budget_for(models.context_window(name, opts))
+    # A provider SDK takes over a second to import: build the client on a thread
     # while the session starts and the person types.
-    model = BackgroundModel(name, lambda: _anthropic(name))
+    model = BackgroundModel(name, lambda: registry.build(name, opts))
 
     from memagent.agent.chat import slash
     from memagent.agent.chat.session import build_session
@@ -127,7 +135,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     # Connects the MCP servers of /tools.json (failures are one-line warnings).
     session = build_session(view, model, ui, threads=threads, thread_id=tid, yolo=yolo,
                             max_steps=max_steps, context_budget=context_budget,
-                            model_factory=_anthropic)
+                            model_factory=models.factory(name, opts))
     if tid is not None:
         session.show_recap()
     # Import the SDK while the person types: once the first prompt is up (the delay
@@ -135,8 +143,3 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     ui.on_first_prompt = lambda: model.start(delay=0.2)
     sys.exit(session.run())
 
-
-def _anthropic(name: str) -> Model:
-    from memagent.agent.model.anthropic_client import AnthropicModel
-
-    return AnthropicModel(name, stream=stream_enabled())

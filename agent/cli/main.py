@@ -35,6 +35,7 @@ COMMANDS = {
     "review": "memagent.agent.cli.reflect:review_cmd",
     "remember": "memagent.agent.cli.reflect:remember_cmd",
     "mcp": "memagent.agent.cli.mcp:mcp_group",
+    "models": "memagent.agent.cli.models:models_cmd",
 }
 
 HELP = """memagent: an agent whose memory is a versioned folder of files in a database.
@@ -42,7 +43,7 @@ HELP = """memagent: an agent whose memory is a versioned folder of files in a da
 \\b
 Quick start:
   memagent init myagent            create an agent with an empty /AGENTS.md
-  memagent chat myagent            talk with it (needs ANTHROPIC_API_KEY)
+  memagent chat myagent            talk with it (a model: `memagent models` lists them)
   memagent use myagent             make it the agent commands use by default
   echo "Use bullet points." | memagent fs write /AGENTS.md
   memagent fs cat /AGENTS.md       (-a AGENT picks another agent, before or after fs)

@@ -16,11 +16,12 @@ Invariants:
   (discard) or ``s`` (skip, left pending). A conflict is never applied.
 - ``remember`` runs one agent turn with the note through the approval gate, like
   ``# note`` in chat; answers to the approval come from the terminal or stdin.
+- ``reflect`` and ``remember`` make their model through the registry only
+  (``cli.models``: ``--model``, ``$MEMAGENT_MODEL``, ``--base-url``), as chat does.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -48,8 +49,8 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _model_name(option: str | None) -> str:
-    return option or os.environ.get("MEMAGENT_MODEL") or MODEL_DEFAULT
+MODEL_HELP = f"Model id, provider/model (default: $MEMAGENT_MODEL or {MODEL_DEFAULT})."
+BASE_URL_HELP = "Where the model's API is (an OpenAI-compatible server, a proxy)."
 
 
 @click.command("reflect")
@@ -61,12 +62,12 @@ def _model_name(option: str | None) -> str:
               help="Apply the edits at once instead of queueing them (revisions say yolo, origin reflect).")
 @click.option("--wait", "wait", type=click.FloatRange(0, 3600), default=60.0, show_default=True,
               metavar="SECONDS", help="How long to wait for another reflect run of the agent to finish.")
-@click.option("--model", "model_name", default=None, metavar="M",
-              help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
+@click.option("--model", "model_name", default=None, metavar="M", help=MODEL_HELP)
+@click.option("--base-url", "base_url", default=None, metavar="URL", help=BASE_URL_HELP)
 @click.pass_obj
 @handled
 def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, yolo: bool, wait: float,
-                model_name: str | None) -> None:
+                model_name: str | None, base_url: str | None) -> None:
     """Reflect on AGENT's recent conversations and propose memory edits for review.
 
     \b
@@ -75,21 +76,16 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
     and stores its edits as proposals; `memagent review AGENT` applies them.
     Exit status: 0 done, 1 error, 3 nothing to do. Safe to run from cron.
     """
-    from memagent.agent.cli.chat import NO_KEY, stream_enabled
+    from memagent.agent.cli import models
     from memagent.agent.model import ModelError
-    from memagent.agent.model.anthropic_client import AnthropicModel
-    from memagent.agent.model.startup import api_key_configured
     from memagent.agent.reflection import reflect
     from memagent.vfs.proposals import Busy, ProposalStore
 
     window = parse_duration(since) if since is not None else None
     view = ctx.view(agent)
-    if not api_key_configured():
-        fail(NO_KEY)
-    try:
-        model = AnthropicModel(_model_name(model_name), stream=stream_enabled())
-    except ModelError as exc:
-        fail(str(exc))
+    name, opts = models.model_id(model_name), models.options(base_url)
+    models.check_ready(name, opts, "reflect")
+    model = models.make(name, opts)
     start = datetime.now(UTC) - window if window is not None else None
     try:
         result = reflect(view, model, ProposalStore(ctx.store.engine), since=start, dry_run=dry_run, yolo=yolo,
@@ -203,11 +199,12 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
 @click.argument("agent")
 @click.argument("note")
 @click.option("--yolo", is_flag=True, help="Apply the agent's memory edits without asking.")
-@click.option("--model", "model_name", default=None, metavar="M",
-              help=f"Model id (default: $MEMAGENT_MODEL or {MODEL_DEFAULT}).")
+@click.option("--model", "model_name", default=None, metavar="M", help=MODEL_HELP)
+@click.option("--base-url", "base_url", default=None, metavar="URL", help=BASE_URL_HELP)
 @click.pass_obj
 @handled
-def remember_cmd(ctx: Ctx, agent: str, note: str, yolo: bool, model_name: str | None) -> None:
+def remember_cmd(ctx: Ctx, agent: str, note: str, yolo: bool, model_name: str | None,
+                 base_url: str | None) -> None:
     """Route NOTE through AGENT to the right memory file (AGENTS.md, a skill, or knowledge).
 
     The agent's edits show a diff and ask, as in chat (y, n, n: feedback, a);
@@ -216,27 +213,22 @@ def remember_cmd(ctx: Ctx, agent: str, note: str, yolo: bool, model_name: str | 
     from memagent.agent.chat import slash
     from memagent.agent.chat.session import build_session
     from memagent.agent.chat.ui import make_ui
-    from memagent.agent.cli.chat import NO_KEY, stream_enabled
-    from memagent.agent.model import ModelError
-    from memagent.agent.model.anthropic_client import AnthropicModel
-    from memagent.agent.model.startup import api_key_configured
+    from memagent.agent.cli import models
+    from memagent.agent.context import budget_for
     from memagent.agent.reflection import note_prompt
     from memagent.vfs.threads import ThreadStore
 
     if not note.strip():
         raise click.BadParameter("the note is empty; give the text to remember", param_hint="NOTE")
     view = ctx.view(agent)
-    if not api_key_configured():
-        fail(NO_KEY)
-    name = _model_name(model_name)
-    try:
-        model = AnthropicModel(name, stream=stream_enabled())
-    except ModelError as exc:
-        fail(str(exc))
+    name, opts = models.model_id(model_name), models.options(base_url)
+    models.check_ready(name, opts, "remember")
+    model = models.make(name, opts)
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
                  history_path=config.data_dir() / "chat_history")
     session = build_session(view, model, ui, threads=ThreadStore(ctx.store.engine), yolo=yolo,
-                            model_factory=lambda m: AnthropicModel(m, stream=stream_enabled()))
+                            model_factory=models.factory(name, opts),
+                            context_budget=budget_for(models.context_window(name, opts)))
     try:
         result = session.run_turn(note_prompt(note), title="note: " + " ".join(note.split())[:50])
     finally:
