@@ -10,12 +10,20 @@ Imports are read from the source (every ``import`` statement, including those
 inside functions, but not those under ``if TYPE_CHECKING:``, which never run), so
 a lazy import cannot hide a forbidden edge. A second check imports each layer in
 a fresh interpreter and looks at what ``sys.modules`` then holds.
+
+Model providers stay in the model layer: outside ``agent/model/`` no product module
+imports a provider SDK (``anthropic``, ``openai``; the Anthropic memory-tool adapter
+excepted), names a provider's model class (every ``*Model`` class defined in
+``agent/model/providers/`` and ``anthropic_client.py``) or names a variable a
+provider reads (every provider's ``env_vars``). Everything else makes its model
+through ``agent/model/registry.py``.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -119,6 +127,7 @@ LAYERS = {
     "memagent.vfs.migrations": "vfs",
     "memagent.vfs.migrations.versions": "vfs",
     "memagent.agent.model": "model",
+    "memagent.agent.model.providers": "model",
     "memagent.agent.mcp": "mcp",
     "memagent.agent.tools": "tools",
     "memagent.agent": "core",
@@ -277,14 +286,15 @@ print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))
 
 
 @pytest.mark.parametrize("module,forbidden", [
-    ("memagent.vfs", {"click", "rich", "prompt_toolkit", "anthropic"}),
-    ("memagent.validators", {"click", "rich", "prompt_toolkit", "anthropic"}),
-    ("memagent.agent.loop", {"click", "rich", "prompt_toolkit", "anthropic"}),
-    ("memagent.agent.builder", {"click", "rich", "prompt_toolkit", "anthropic"}),
-    ("memagent.agent.tools", {"click", "rich", "prompt_toolkit", "anthropic"}),
-    ("memagent.agent.mcp", {"click", "rich", "prompt_toolkit", "anthropic", "mcp"}),
-    ("memagent.agent.model", {"click", "rich", "prompt_toolkit", "anthropic"}),
-    ("memagent.agent.chat.session", {"click", "anthropic"}),
+    ("memagent.vfs", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.validators", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.agent.loop", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.agent.builder", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.agent.tools", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.agent.mcp", {"click", "rich", "prompt_toolkit", "anthropic", "openai", "mcp"}),
+    ("memagent.agent.model", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.agent.model.registry", {"click", "rich", "prompt_toolkit", "anthropic", "openai"}),
+    ("memagent.agent.chat.session", {"click", "anthropic", "openai"}),
     # The adapters' package loads no third-party harness until a submodule is imported.
     ("memagent.integrations", {"click", "rich", "prompt_toolkit", "anthropic", "deepagents", "langchain_core",
                                "langgraph"}),
@@ -302,3 +312,66 @@ def test_importing_a_layer_loads_nothing_above_it(module: str, forbidden: set[st
              f"print(any(m.startswith({below[module]!r}) for m in sys.modules))"],
             capture_output=True, text=True, check=True, cwd=ROOT)
         assert check.stdout.strip() == "False"
+
+
+# -- model providers stay in the model layer ------------------------------------------------
+
+PROVIDER_SDKS = ("anthropic", "openai")
+# Who else may import a provider SDK: the Anthropic memory-tool adapter (it implements the
+# SDK's memory-tool classes), and bench and tests (fake servers, SDK-level checks).
+SDK_ALLOWED = {"memagent.integrations.anthropic": {"anthropic"}}
+MODEL_DIR = ROOT / "agent" / "model"
+
+
+def _provider_classes() -> set[str]:
+    """Every ``*Model`` class the providers define (their model classes)."""
+    files = [*sorted((MODEL_DIR / "providers").glob("*.py")), MODEL_DIR / "anthropic_client.py"]
+    return {node.name for f in files for node in ast.walk(ast.parse(f.read_text("utf-8")))
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Model")}
+
+
+def _provider_variables() -> set[str]:
+    """Every environment variable a built-in or installed provider says it reads."""
+    from memagent.agent.model import registry
+
+    return {var for provider in registry.providers().values() for var in provider.env_vars}
+
+
+PROVIDER_NAMES = _provider_classes() | _provider_variables()
+OUTSIDE_MODEL = sorted(m for m in MODULES if layer(m) in PRODUCT - {"model"})
+
+
+def test_the_provider_names_are_found() -> None:
+    assert {"AnthropicModel", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"} <= PROVIDER_NAMES
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_provider_sdks_stay_in_the_model_layer(module: str) -> None:
+    if layer(module) in ("model", "bench", "tests"):
+        return
+    allowed = SDK_ALLOWED.get(module, set())
+    used = sorted(sdk for sdk in PROVIDER_SDKS if sdk in EXTERNAL[module] and sdk not in allowed)
+    assert not used, (f"{module} ({layer(module)}) imports {used}: only agent/model/ talks to a "
+                      "provider; make the model with agent.model.registry.build")
+
+
+@pytest.mark.parametrize("module", OUTSIDE_MODEL)
+def test_no_provider_is_named_outside_the_model_layer(module: str) -> None:
+    source = MODULES[module].read_text("utf-8")
+    named = sorted(n for n in PROVIDER_NAMES if re.search(rf"\b{re.escape(n)}\b", source))
+    assert not named, (f"{module} ({layer(module)}) names {named}: provider classes and variables "
+                       "belong to agent/model/providers/; go through agent.model.registry")
+
+
+def test_the_provider_checks_catch_a_module_that_names_one(tmp_path: Path) -> None:
+    bad = "import os\nkey = os.environ['ANTHROPIC_API_KEY']\nfrom anthropic import Anthropic\n"
+    (tmp_path / "bad.py").write_text(bad, "utf-8")
+    assert "anthropic" in {i.split(".")[0] for i in _imports("bad", tmp_path / "bad.py")}
+    assert any(re.search(rf"\b{re.escape(n)}\b", bad) for n in PROVIDER_NAMES)
+
+
+def test_listing_the_providers_loads_no_sdk() -> None:
+    probe = ("import json, sys; from memagent.agent.model import registry; registry.providers(); "
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert not set(json.loads(out.stdout)) & set(PROVIDER_SDKS)
