@@ -25,10 +25,10 @@ NAMES = frozenset({"search_memory"})
 
 DEFINITIONS: list[dict[str, Any]] = [
     {"name": "search_memory",
-     "description": "Find the memory files and past conversations (/conversations/) most relevant to a "
-                    "question, ranked by full-text relevance, each with a short snippet and its path. Use it "
-                    "when you do not know which file holds something; then read_file the best hits. Words "
-                    "are matched by stem (meeting ~ meetings); use grep for exact text or patterns.",
+     "description": "Rank memory files and past conversations (/conversations/) by full-text relevance to "
+                    "a question; each hit has its path and a snippet. Use it when you do not know which file "
+                    "holds something, then read_file the best hits. Words match by stem (meeting ~ meetings); "
+                    "for exact text or patterns use grep.",
      "input_schema": schema({
          "query": {"type": "string", "description": "Words to look for, e.g. 'meeting notes format'"},
          "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": DEFAULT_K,
