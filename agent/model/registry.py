@@ -20,7 +20,9 @@ Invariants:
 - Every failure is a ``ModelError`` with one line a person can act on: a bad id,
   an unknown provider (naming the known ones), a provider that cannot be loaded.
 - Built-ins win over a plugin of the same name: a plugin cannot take over
-  ``anthropic`` silently (it is skipped with a log line).
+  ``anthropic`` (it is skipped). A plugin or built-in that cannot be loaded is
+  left out of the table with an info line on the ``memagent`` logger
+  (``MEMAGENT_LOG=info``); asking for it by name says it is unavailable.
 - Prices are only what a provider knows (``Price``); unknown is ``None``, never a guess.
 """
 
@@ -178,10 +180,10 @@ def _builtin(name: str) -> Provider | None:
         if err.name and module_name.startswith(err.name):
             log.debug("built-in model provider %s: module %s is not there", name, module_name)
         else:
-            log.warning("model provider %s cannot be loaded: %s", name, one_line(str(err)))
+            log.info("model provider %s cannot be loaded: %s", name, one_line(str(err)))
         return None
     except Exception as err:  # noqa: BLE001 - a broken provider must not break the others
-        log.warning("model provider %s cannot be loaded: %s: %s", name, type(err).__name__,
+        log.info("model provider %s cannot be loaded: %s: %s", name, type(err).__name__,
                     one_line(str(err)))
         return None
 
@@ -195,15 +197,15 @@ def _plugins() -> dict[str, Provider]:
             provider = obj if isinstance(getattr(obj, "name", None), str) and hasattr(obj, "build") \
                 else obj()
         except Exception as err:  # noqa: BLE001 - a broken plugin is one log line, not a crash
-            log.warning("model provider plugin %s cannot be loaded: %s: %s", ep.name,
+            log.info("model provider plugin %s cannot be loaded: %s: %s", ep.name,
                         type(err).__name__, one_line(str(err)))
             continue
         name = getattr(provider, "name", None)
         if not isinstance(name, str) or not name or not hasattr(provider, "build"):
-            log.warning("model provider plugin %s is not a provider (no name/build)", ep.name)
+            log.info("model provider plugin %s is not a provider (no name/build)", ep.name)
             continue
         if name in BUILTIN or name in found:
-            log.warning("model provider plugin %s: the name %r is taken; skipped", ep.name, name)
+            log.info("model provider plugin %s: the name %r is taken; skipped", ep.name, name)
             continue
         found[name] = provider
     return found
