@@ -117,7 +117,8 @@ def context_window(show: Any) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
+# Not frozen: the registry's Provider protocol declares plain (settable) attributes.
+@dataclass
 class OllamaProvider:
     name: str = "ollama"
     env_vars: tuple[str, ...] = (HOST_VAR,)

@@ -616,7 +616,8 @@ def _env(name: str) -> str:
     return os.environ.get(name, "").strip()
 
 
-@dataclass(frozen=True)
+# Not frozen: the registry's Provider protocol declares plain (settable) attributes.
+@dataclass
 class OpenAICompatProvider:
     """``openai`` (``compatible=False``) or ``openai-compatible`` (``compatible=True``)."""
 
