@@ -22,6 +22,12 @@ if sys.argv[1:2] == ["prompts"]:
 
     raise SystemExit(prompts_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["providers"]:
+    # ``python -m bench providers``: the OpenAI-compatible provider's per-turn cost against Anthropic's.
+    from bench.provider_overhead import main as providers_main
+
+    raise SystemExit(providers_main(sys.argv[2:]))
+
 from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())
