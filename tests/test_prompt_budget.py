@@ -70,3 +70,13 @@ def test_the_short_tool_descriptions_keep_their_contracts(store: SqlStore) -> No
     assert "/conversations/" in tools["search_memory"]["description"]
     for name in ("write_file", "edit_file", "delete_file"):
         assert "approves" in tools[name]["description"]
+
+
+def test_the_bench_table_reports_the_same_figure(store: SqlStore) -> None:
+    from bench import prompt_sizes
+
+    request = first_request(store, "assistant")
+    figure = estimate(request["system"]) + estimate(request["tools"])
+    assert prompt_sizes.estimated(prompt_sizes.first_request("assistant")).total == figure
+    text = prompt_sizes.table(["assistant"])
+    assert f"`assistant`: {figure:,} tokens against the small-window budget of 3,000" in text
