@@ -105,7 +105,8 @@ def chat_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """For tests that run ``memagent`` as a subprocess, which inherits this environment:
     keep this machine's credentials, editor and colours out of it."""
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
-                "ANTHROPIC_CONFIG_DIR", "MEMAGENT_STREAM", "EDITOR", "VISUAL"):
+                "ANTHROPIC_CONFIG_DIR", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST", "MEMAGENT_MODEL",
+                "MEMAGENT_STREAM", "EDITOR", "VISUAL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
     monkeypatch.setenv("NO_COLOR", "1")

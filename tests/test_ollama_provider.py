@@ -23,7 +23,7 @@ NO_TOOLS = OllamaModel("gemma3:1b", capabilities=("completion", "vision"), arch=
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIAPI]:
+def server(monkeypatch: pytest.MonkeyPatch, chat_env: None) -> Iterator[FakeOpenAIAPI]:
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMAGENT_MODEL"):
         monkeypatch.delenv(var, raising=False)
     with FakeOpenAIAPI(ollama_models=[TOOLS, TRAINED, NO_TOOLS]) as api:
@@ -125,8 +125,6 @@ def test_chat_says_a_model_without_tools_cannot_be_used(server: FakeOpenAIAPI, b
     assert server.requests == []
 
 
-@pytest.mark.xfail(strict=True, reason="the chat command does not yet ask the provider's check() at start "
-                                       "(agent/cli/models.check_ready); remove this mark when it does")
 def test_chat_refuses_a_model_without_tools_at_start(server: FakeOpenAIAPI, bot: str) -> None:
     p = run("chat", bot, "--model", "ollama/gemma3:1b", stdin="hi\n")
     assert p.returncode == 1

@@ -55,6 +55,14 @@ def check_ready(name: str, opts: ModelOptions, command: str) -> None:
         fail(str(err))
     if not status.configured:
         fail(f"{status.detail} and run `memagent {command}` again")
+    # An optional provider capability: checks that need no SDK (Ollama: the server has the
+    # model and the model takes tools), so a model that cannot work is refused at start.
+    check = getattr(provider, "check", None)
+    if check is not None:
+        try:
+            check(registry.parse(name)[1], opts)
+        except ModelError as err:
+            fail(str(err))
 
 
 def make(name: str, opts: ModelOptions) -> Model:
