@@ -327,7 +327,14 @@ def test_summary_survives_resume(sqlite_store: SqlStore) -> None:
     again.context.budget = 4_000
     again.load_thread(agent.thread_id or "")
     assert again.context.folding.folded == agent.context.folding.folded > 0
-    model2.enqueue_text("still here")
+    # The resumed turn may fold again (whether it does depends on the fixed prompt's size).
+    def respond2(request: dict[str, Any]) -> ModelResponse:
+        if is_summary_request(request):
+            return summariser_that_keeps_facts(request)
+        return model2.text_response("still here")
+
+    for _ in range(4):
+        model2.enqueue_callable(respond2)
     again.turn("what was the code?")
     head = model2.requests[-1]["messages"][0]["content"][0]["text"]
     assert head.startswith(SUMMARY_OPEN) and "FACT-7781" in head
