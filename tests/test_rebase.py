@@ -383,3 +383,20 @@ def test_chat_review_asks_about_a_conflict(store: SqlStore, answer: str, left: i
     assert f"conflict in proposal #{pid}" in shown and "[r]e-propose, [d]iscard or [s]kip?" in shown
     assert len(ProposalStore(store.engine).pending("a")) == left
     assert view.read("/AGENTS.md").content == NUMBERED_NOW
+
+
+def test_review_escapes_what_the_proposal_carries(home_store: SqlStore) -> None:
+    # A proposal stored with control characters (an old queue, or a model's reason) never
+    # reaches the terminal raw: not in the list, the diff, the reason or a conflict.
+    queue = ProposalStore(home_store.engine)
+    before = home_store.read("agent:a", "/AGENTS.md").content
+    run_ = queue.start_run("a", model="test")
+    queue.finish_run(run_.id, "done", upto_message=None, new=[
+        NewProposal("agent:a", "/AGENTS.md", "/AGENTS.md", "edit", 1, before, before + "\x1b]0;pwned\x07\n",
+                    "why \x1b[2J\u202e")])
+    for args, stdin in ((("--list",), ""), ((), "n\n")):
+        p = run("review", "a", *args, stdin=stdin)
+        text = out(p)
+        assert p.returncode == 0, text
+        assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+        assert "\\x1b" in text and "\\u202e" in text

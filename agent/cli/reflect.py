@@ -25,12 +25,14 @@ from __future__ import annotations
 import re
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import click
 
 from memagent.agent.cli import config
 from memagent.agent.cli.common import Ctx, fail, handled
 from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
+from memagent.vfs.terminal_text import shown
 
 EXIT_NOTHING = 3
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -89,7 +91,7 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
     start = datetime.now(UTC) - window if window is not None else None
     try:
         result = reflect(view, model, ProposalStore(ctx.store.engine), since=start, dry_run=dry_run, yolo=yolo,
-                         wait=wait, on_log=click.echo)
+                         wait=wait, on_log=lambda line: click.echo(shown(line)))
     except Busy as exc:
         click.echo(f"{exc}; nothing done (it reads the same conversations)", err=True)
         sys.exit(EXIT_NOTHING)
@@ -125,32 +127,37 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
     view = ctx.view(agent)
     queue = ProposalStore(ctx.store.engine)
     reviewer = Review(view, queue)
+
+    def echo(text: str, **kw: Any) -> None:
+        # Proposals carry the model's text (diffs, reasons, paths): escaped for the terminal.
+        click.echo(shown(text), **kw)
+
     pending = reviewer.pending()
     if not pending:
-        click.echo(f"No proposals waiting for review for agent {view.agent!r}.")
+        echo(f"No proposals waiting for review for agent {view.agent!r}.")
         return
     if list_only:
         tags = {"fresh": "", "rebased": "  [file changed: re-based]",
                 "conflict": "  [CONFLICT: file changed; re-propose or discard]", "stale": "  [already applied]"}
         for p in pending:
             threads = ", ".join(t[:8] for t in p.threads)
-            click.echo(f"#{p.id}  {p.op:<6} {p.shown}  run {p.run_id}" + (f"  threads {threads}" if threads else "")
+            echo(f"#{p.id}  {p.op:<6} {p.shown}  run {p.run_id}" + (f"  threads {threads}" if threads else "")
                        + (f"  — {p.reason}" if p.reason else "") + tags[reviewer.check(p).state])
-        click.echo(f"{len(pending)} pending; `memagent review {view.agent}` to decide.")
+        echo(f"{len(pending)} pending; `memagent review {view.agent}` to decide.")
         return
-    click.echo(f"{len(pending)} proposal(s) waiting for review for agent {view.agent!r}.")
+    echo(f"{len(pending)} proposal(s) waiting for review for agent {view.agent!r}.")
     interactive = sys.stdin.isatty()
 
     def decide(request: ApprovalRequest) -> Decision:
-        click.echo(f"--- {request.note.splitlines()[0]}: {request.op} {request.path} ---")
+        echo(f"--- {request.note.splitlines()[0]}: {request.op} {request.path} ---")
         for extra in request.note.splitlines()[1:]:
-            click.echo(f"note: {extra}")
+            echo(f"note: {extra}")
         if request.reason:
-            click.echo(f"reason: {request.reason}")
-        click.echo(request.diff.rstrip("\n"))
-        click.echo("---")
+            echo(f"reason: {request.reason}")
+        echo(request.diff.rstrip("\n"))
+        echo("---")
         while True:
-            click.echo("Approve? [y]es / [n]o / n: feedback / [a]ll ", nl=not interactive)
+            echo("Approve? [y]es / [n]o / n: feedback / [a]ll ", nl=not interactive)
             line = sys.stdin.readline()
             if not line:
                 raise EOFError
@@ -158,40 +165,40 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
             decision = Decision.parse("a" if answer.lower() == "all" else answer)
             if decision is not None:
                 return decision
-            click.echo("answer y, n, n: <feedback> or a")
+            echo("answer y, n, n: <feedback> or a")
 
     def resolve(c: Checked) -> Resolution:
         p = c.proposal
         redo = reviewer.can_repropose(p)
-        click.echo(f"--- CONFLICT in proposal #{p.id}: {p.op} {p.shown} (not applied) ---")
+        echo(f"--- CONFLICT in proposal #{p.id}: {p.op} {p.shown} (not applied) ---")
         if p.reason:
-            click.echo(f"reason: {p.reason}")
-        click.echo(describe_conflict(c))
-        click.echo("---")
+            echo(f"reason: {p.reason}")
+        echo(describe_conflict(c))
+        echo("---")
         choices: dict[str, Resolution] = {"d": "discard", "discard": "discard", "s": "skip", "skip": "skip"}
         if redo:
             choices |= {"r": "repropose", "re-propose": "repropose", "repropose": "repropose"}
         ask = ("[r]e-propose (the next reflect redoes it) / [d]iscard / [s]kip " if redo
                else "[d]iscard (an MCP client's write; it can write again) / [s]kip ")
         while True:
-            click.echo(ask, nl=not interactive)
+            echo(ask, nl=not interactive)
             line = sys.stdin.readline()
             if not line:
                 raise EOFError
             choice = choices.get(line.strip().lower())
             if choice is not None:
                 return choice
-            click.echo("answer r, d or s" if redo else "answer d or s")
+            echo("answer r, d or s" if redo else "answer d or s")
 
     try:
-        summary = review(view, queue, decide, on_log=click.echo, resolve=resolve)
+        summary = review(view, queue, decide, on_log=echo, resolve=resolve)
     except EOFError:
         left = Review(view, queue).pending()
-        click.echo(f"end of input: {len(left)} proposal(s) left pending")
+        echo(f"end of input: {len(left)} proposal(s) left pending")
         return
     remaining = len(Review(view, queue).pending())
     redone = f"{len(summary.reproposed)} re-proposed, " if summary.reproposed else ""
-    click.echo(f"{len(summary.applied)} applied, {len(summary.rejected)} rejected, "
+    echo(f"{len(summary.applied)} applied, {len(summary.rejected)} rejected, "
                f"{len(summary.dropped)} dropped as stale, {redone}{remaining} pending")
 
 
