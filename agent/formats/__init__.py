@@ -10,13 +10,30 @@ One module per format (``folder``, ``claude_code``, ``deepagents``, ``opencode``
 - ``export_agent`` adds the manifest (``manifest.py``) whenever translating back
   would not give the same files, so export then import is lossless for every
   format; ``import_tree`` applies it only while the exported files are unchanged.
+- Whatever a format does, ``export_agent`` writes no memory file verbatim into a
+  configuration location (``validators.config_location``) and ``import_tree``
+  gives back no memory path there (a crafted manifest is refused by name): the
+  formats' own checks (``base.export_plain``, ``base.import_plain``) are the rule,
+  these the backstop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import ExportOptions, ExportResult, Format, FormatError, ImportResult, Note
+from memagent.validators import config_location
+
+from .base import (
+    ExportOptions,
+    ExportResult,
+    Format,
+    FormatError,
+    ImportResult,
+    Note,
+    refuse_config,
+    refuse_config_import,
+    rel,
+)
 from .claude_code import ClaudeCodeFormat
 from .codex import CodexFormat
 from .deepagents import DeepAgentsFormat
@@ -52,6 +69,10 @@ def detect(tree: Mapping[str, bytes]) -> Format:
 def export_agent(fmt: Format, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
     """``fmt``'s layout of ``memory``, plus the manifest of what the layout cannot hold."""
     result = fmt.export(memory, options)
+    # Backstop: an output in a configuration location must be the format's own
+    # translation, never a memory file copied to the same place.
+    refuse_config(sorted({src for out, sources in result.origins.items() for src in sources
+                          if rel(src) == out and config_location(out) is not None}))
     back = fmt.import_(result.files)
     manifest = build(fmt.name, memory, result, back)
     if manifest is not None:
@@ -69,6 +90,7 @@ def import_tree(fmt: Format, tree: Mapping[str, bytes]) -> ImportResult:
     result = fmt.import_(files)
     if MANIFEST in tree:
         apply(tree[MANIFEST], fmt.name, files, result)
+    refuse_config_import(result.files)
     return result
 
 

@@ -13,16 +13,24 @@ bytes, ...}``, relative POSIX paths). Invariants:
 - Output paths are relative, use ``/``, never start with ``/`` and have no ``.``,
   ``..`` or empty segments (``check_output_path``); the CLI checks again before
   writing.
+- Format-owned locations are written only by the format itself: no memory file is
+  ever copied to a configuration location of another program
+  (``validators.config_location``: ``.git/``, ``.envrc``, ``.claude/``...) nor to one
+  of the format's own ``reserved`` paths; the export is refused instead, naming
+  every such file (``export_plain``). On import such entries are never taken into
+  memory: a plain file there is left behind with a note (``import_plain``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memagent.validators import config_location
 from memagent.vfs import paths
+from memagent.vfs.errors import InvalidPath
 
 # Files of an agent's memory: absolute store path -> text.
 Memory = dict[str, str]
@@ -161,6 +169,10 @@ def import_plain(tree: Mapping[str, bytes], claimed: set[str], result: ImportRes
         if is_hidden(src):
             result.notes.append(Note(src, "hidden file not imported (harness settings or secrets, not memory)"))
             continue
+        if (reader := config_location(src)) is not None:
+            result.notes.append(Note(src, f"not imported: it is configuration read by {reader}, and memory "
+                                          "holds none"))
+            continue
         path = "/" + src
         if path.startswith(RESERVED_PREFIXES):
             result.notes.append(Note(src, f"{path.split('/')[1]}/ is reserved in memagent (shared memory); "
@@ -181,15 +193,59 @@ def export_plain(memory: Mapping[str, str], claimed: set[str], result: ExportRes
     itself uses; a memory file there would be read as harness configuration, so
     the export refuses rather than write it.
     """
-    for path in sorted(memory):
-        if path in claimed:
-            continue
+    plain = [p for p in sorted(memory) if p not in claimed]
+    refuse_config(plain, reserved)
+    for path in plain:
+        result.add(rel(path), memory[path], path)
+
+
+def _reserved_by(out: str, reserved: tuple[str, ...]) -> str | None:
+    for r in reserved:
+        if out == r or (r.endswith("/") and out.startswith(r)):
+            return r
+    return None
+
+
+def refuse_config(memory_paths: Iterable[str], reserved: tuple[str, ...] = ()) -> None:
+    """Refuse, naming each, memory files that an export would copy where a program reads configuration.
+
+    A database written before the write rule existed may still hold ``/.git/config``;
+    an export must never hand it to git (nor ``/.claude/...`` to Claude Code...).
+    ``reserved`` adds the target format's own locations.
+    """
+    bad: list[str] = []
+    for path in memory_paths:
         out = rel(path)
-        for r in reserved:
-            if out == r or (r.endswith("/") and out.startswith(r)):
-                raise FormatError(f"{path} would be read as {r} by the target harness; move it first "
-                                  f"(`memagent fs mv {path} /knowledge{path}`)")
-        result.add(out, memory[path], path)
+        if config_location(out) is not None or _reserved_by(out, reserved) is not None:
+            bad.append(path)
+    if not bad:
+        return
+    first = bad[0]
+    shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    raise FormatError(f"refusing to export {shown}: in the exported folder {'it' if len(bad) == 1 else 'they'} "
+                      "would be read as configuration by git, a tool or the target harness (and could run "
+                      f"commands); move or delete {'it' if len(bad) == 1 else 'each'} first, e.g. "
+                      f"`memagent fs mv {first} /knowledge{first}` or `memagent fs rm {first}`")
+
+
+def refuse_config_import(files: Iterable[str]) -> None:
+    """Refuse, naming each, memory paths an import would create in a configuration location.
+
+    Only a crafted source gets here (a manifest entry, a layout mapped by hand):
+    a plain file there is already left behind by ``import_plain``.
+    """
+    bad: list[str] = []
+    for path in files:
+        try:
+            norm = paths.normalize_file(path)
+        except InvalidPath:
+            norm = path
+        if config_location(norm) is not None:
+            bad.append(path)
+    if bad:
+        raise FormatError("refusing to import: " + ", ".join(sorted(bad)) + " would be memory files where git, a "
+                          "tool or a harness reads configuration; memory holds none (remove "
+                          f"{'it' if len(bad) == 1 else 'them'} from the source); nothing was stored")
 
 
 def skill_layout(memory: Mapping[str, str]) -> dict[str, list[tuple[str, str]]]:
