@@ -5,6 +5,12 @@ Invariants:
   temporary folder (or zip) beside OUTDIR first and is moved into place at the
   end; a non-empty OUTDIR (or an existing zip) is refused unless ``--force``, and
   with ``--force`` only the exported files are replaced, never through a link.
+  With ``--force`` every destination is checked before the first move (a link
+  anywhere on its path, a folder or special file where a file goes, a file where
+  a folder goes), and a refusal names each and changes nothing; a move that still
+  fails (a disk error, a link made meanwhile) puts back what was replaced.
+- No memory file is written where git, a tool or a harness reads configuration
+  (``formats.export_agent`` refuses the export, naming each file).
 - Import reads the source through ``formats.archive`` (links, devices, ``..``,
   absolute paths, zip-slip and zip bombs refused by name), validates every file
   before anything is stored, shows a preview (and a diff per changed file of an
@@ -23,10 +29,12 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import io
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -235,17 +243,93 @@ def _staging(target: Path) -> Iterator[Path]:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _inside(base: Path, rel: str) -> Path:
-    """``base/rel``, refusing anything that would leave ``base`` or pass through a link."""
+class _Refused(Exception):
+    """A destination the export may not write; the message is one line for a person."""
+
+
+def _destination_problem(base: Path, rel: str) -> str | None:
+    """Why ``base/rel`` may not receive an exported file, or None.
+
+    Checked with ``lstat`` only, so nothing on the path is followed: a link
+    anywhere is refused, as is a non-folder where a folder is needed and anything
+    but a regular file (or nothing) where the file goes.
+    """
     parts = rel.split("/")
     if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        fail(f"refusing to write {rel!r}: it would leave the output folder")
+        return f"refusing to write {rel!r}: it would leave the output folder"
     path = base
-    for part in parts:
+    for i, part in enumerate(parts):
         path = path / part
-        if path.is_symlink():
-            fail(f"refusing to write through the link {path}; remove it or export to a new folder")
-    return path
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            return None  # nothing below a missing name exists either
+        if stat.S_ISLNK(mode):
+            return f"refusing to write through the link {path}; remove it or export to a new folder"
+        if i < len(parts) - 1 and not stat.S_ISDIR(mode):
+            return f"{path} is not a folder; the export needs a folder there for {rel}"
+        if i == len(parts) - 1 and stat.S_ISDIR(mode):
+            return f"{path} is a folder; the export needs a file there"
+        if i == len(parts) - 1 and not stat.S_ISREG(mode):
+            return f"{path} is not a regular file; the export replaces only files"
+    return None
+
+
+def _inside(base: Path, rel: str) -> Path:
+    """``base/rel``, refusing anything that would leave ``base`` or pass through a link."""
+    problem = _destination_problem(base, rel)
+    if problem:
+        fail(problem)
+    return base.joinpath(*rel.split("/"))
+
+
+def _check_destinations(target: Path, files: Mapping[str, bytes]) -> None:
+    """Refuse, naming each, every destination ``--force`` could not replace; nothing has moved yet."""
+    problems = [p for rel in sorted(files) if (p := _destination_problem(target, rel))]
+    if problems:
+        more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])}{' ...' if len(problems) > 4 else ''})"
+        fail(f"{problems[0]}{more if len(problems) > 1 else ''}; nothing was written")
+
+
+def _move_into(target: Path, stage: Path, backup: Path, files: Mapping[str, bytes],
+               step: Callable[[], None]) -> None:
+    """Move the staged files over ``target``, all or none: a failure puts back what was replaced.
+
+    Replaced files are first moved aside into ``backup`` (a second staging folder
+    beside ``target``), so undoing is renames too; folders this export created are
+    removed again.
+    """
+    moved: list[tuple[Path, Path | None]] = []  # (destination, its old file aside or None)
+    made: list[Path] = []
+    try:
+        for n, rel in enumerate(sorted(files)):
+            problem = _destination_problem(target, rel)  # again: the folder may have changed meanwhile
+            if problem:
+                raise _Refused(problem)
+            dest = target.joinpath(*rel.split("/"))
+            missing = [p for p in [dest.parent, *dest.parent.parents] if not p.exists()]
+            for folder in reversed(missing):
+                folder.mkdir()
+                made.append(folder)
+            aside: Path | None = None
+            if dest.exists():
+                aside = backup / str(n)
+                os.replace(dest, aside)
+            moved.append((dest, aside))
+            os.replace(stage.joinpath(*rel.split("/")), dest)
+            step()
+    except (OSError, _Refused) as exc:
+        for dest, aside in reversed(moved):
+            with contextlib.suppress(OSError):
+                if aside is not None:
+                    os.replace(aside, dest)
+                else:
+                    dest.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        reason = str(exc) if isinstance(exc, _Refused) else (exc.strerror or str(exc))
+        fail(f"cannot write {target}: {reason}; nothing was changed")
 
 
 def _write_folder(target: Path, files: Mapping[str, bytes], step: Callable[[], None]) -> None:
@@ -265,14 +349,10 @@ def _write_folder(target: Path, files: Mapping[str, bytes], step: Callable[[], N
                 for _ in files:
                     step()
                 return
-            # --force into a folder with other files: move ours over one by one.
-            for rel in sorted(files):
-                dest = _inside(target, rel)
-                if dest.is_dir():
-                    fail(f"{dest} is a folder; the export needs a file there")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(stage / rel, dest)
-                step()
+            # --force into a folder with other files: check every destination, then move ours over.
+            _check_destinations(target, files)
+            with _staging(target) as backup:
+                _move_into(target, stage, backup, files, step)
     except OSError as exc:
         fail(f"cannot write {target}: {exc.strerror or exc}")
 
