@@ -69,7 +69,7 @@ TREE = {
     "/docs/api/ref.md": "TODO reference\n",
     "/src/app.py": "print('TODO')\nfoo|bar\n",
     "/src/util/helpers.py": "def helper():\n    return 'a.c'\n",
-    "/.github/ci.yml": "steps: TODO\n",
+    "/.ci/ci.yml": "steps: TODO\n",
     "/a.txt": "alpha\n",
     "/b.txt": "beta\n",
 }
@@ -150,7 +150,7 @@ def test_ls_lists_one_level_with_directories_marked(backend: BackendProtocol) ->
     r = backend.ls("/")
     assert r.error is None and r.entries is not None
     assert [(e["path"], e.get("is_dir")) for e in r.entries] == [
-        ("/.github/", True), ("/README.md", False), ("/a.txt", False), ("/b.txt", False),
+        ("/.ci/", True), ("/README.md", False), ("/a.txt", False), ("/b.txt", False),
         ("/docs/", True), ("/src/", True)]
     sizes = {e["path"]: e.get("size") for e in r.entries}
     assert sizes["/a.txt"] == len(b"alpha\n")
@@ -185,7 +185,7 @@ def test_glob_contract(backend: BackendProtocol) -> None:
     _seed(backend, TREE)
     # A bare pattern matches the basename at any depth, dot-directories included.
     assert _glob(backend, "*.md") == ["/README.md", "/docs/api/ref.md", "/docs/guide.md"]
-    assert _glob(backend, "*.yml") == ["/.github/ci.yml"]
+    assert _glob(backend, "*.yml") == ["/.ci/ci.yml"]
     # ** does not descend into dot-directories.
     assert _glob(backend, "**/*.yml") == []
     # A pattern with / is relative to the search root; a leading / anchors it there.
@@ -248,12 +248,12 @@ def test_grep_is_literal(backend: BackendProtocol) -> None:
 def test_grep_path_and_glob_filters(backend: BackendProtocol) -> None:
     _seed(backend, TREE)
     everywhere = [p for p, _, _ in _grep(backend, "TODO")]
-    assert everywhere == ["/.github/ci.yml", "/README.md", "/docs/api/ref.md", "/src/app.py"]
+    assert everywhere == ["/.ci/ci.yml", "/README.md", "/docs/api/ref.md", "/src/app.py"]
     assert [p for p, _, _ in _grep(backend, "TODO", "/docs")] == ["/docs/api/ref.md"]
     assert [p for p, _, _ in _grep(backend, "TODO", "/README.md")] == ["/README.md"]
     assert [p for p, _, _ in _grep(backend, "TODO", None, "*.py")] == ["/src/app.py"]
     assert [p for p, _, _ in _grep(backend, "TODO", None, "*.{md,yml}")] == [
-        "/.github/ci.yml", "/README.md", "/docs/api/ref.md"]
+        "/.ci/ci.yml", "/README.md", "/docs/api/ref.md"]
     assert [p for p, _, _ in _grep(backend, "TODO", "/docs", "api/*.md")] == ["/docs/api/ref.md"]
     assert _grep(backend, "TODO", "/nowhere") == []
 
