@@ -63,3 +63,16 @@ def test_init_templates() -> None:
     p = run("init", "bad", "--template", "nope")
     assert p.returncode == 1 and "choose one of" in err(p)
     assert "bad" not in out(run("agents"))
+
+
+def test_validate_shows_names_and_messages_as_text(isolated_home: Path) -> None:
+    run("init", "w")
+    # A legacy file whose name and content would be rich markup and a terminal escape.
+    lax = open_store(f"sqlite:///{isolated_home / 'memagent.db'}", validator=lambda p, c: [])
+    lax.write("agent:w", "/knowledge/[bold]x[/bold].md", "line one\nbad \x1b[2J here\n")
+    lax.close()
+    p = run("validate", "w")
+    assert p.returncode == 1
+    table = out(p)
+    assert "[bold]x[/bold]" in table  # shown as typed, not read as markup
+    assert "\x1b" not in table and "U+001B" in table

@@ -8,6 +8,7 @@ import click
 
 from memagent.agent.cli.common import Ctx, fail, handled
 from memagent.validators import validate as validate_content
+from memagent.vfs.terminal_text import shown
 
 
 @click.command()
@@ -27,10 +28,12 @@ def validate(ctx: Ctx, agent: str | None) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("file", "where", "problem", show_lines=True)
     for row in rows:
-        table.add_row(*row)
+        # Names and messages come from memory: escaped, and never read as rich markup.
+        table.add_row(*(Text(shown(cell)) for cell in row))
     Console(no_color=not sys.stdout.isatty()).print(table)
     files_bad = len({r[0] for r in rows})
     fail(f"{len(rows)} problem{'s' if len(rows) != 1 else ''} in {files_bad} of {len(infos)} "
