@@ -42,6 +42,7 @@ from typing import Any
 
 import anthropic
 
+from memagent.agent.model import retrying
 from memagent.agent.model.base import (
     DEFAULT_MODEL,
     ModelError,
@@ -57,11 +58,9 @@ __all__ = ["DEFAULT_MODEL", "AnthropicModel", "api_key_configured"]
 
 log = logging.getLogger("memagent.agent.model")
 
-# The SDK's documented backoff when the server sends no retry-after header:
-# 0.5 s doubling per retry, capped at 8 s (minus up to 25 % jitter). Used only
-# to word the "retrying in ~Xs" note and for our own mid-stream retries.
-_INITIAL_RETRY_DELAY = 0.5
-_MAX_RETRY_DELAY = 8.0
+# The SDK's documented backoff when the server sends no retry-after header is
+# ``retrying.backoff`` (minus up to 25 % jitter): used only to word the "retrying in
+# ~Xs" note and for our own mid-stream retries.
 
 # Error types the API sends in a stream's ``error`` event that are worth another
 # try, mapped to the HTTP status they would have had outside a stream.
@@ -92,48 +91,7 @@ _CURRENT_CALL: contextvars.ContextVar[_CallState | None] = contextvars.ContextVa
 )
 
 
-def _sdk_will_retry_status(status: int, headers: Mapping[str, str]) -> bool:
-    """The SDK's documented retry policy for an error response."""
-    should = headers.get("x-should-retry")
-    if should == "true":
-        return True
-    if should == "false":
-        return False
-    return status in (408, 409, 429) or status >= 500
 
-
-def _retry_delay(headers: Mapping[str, str] | None, retries_taken: int) -> tuple[float, bool]:
-    """(seconds, exact) the SDK will wait: the server's retry-after if given, else its backoff."""
-    if headers is not None:
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            raw = headers.get(name)
-            if raw is None:
-                continue
-            try:
-                value = float(raw) * scale
-            except ValueError:
-                continue
-            if value > 0:
-                return value, True
-    return min(_INITIAL_RETRY_DELAY * 2.0**retries_taken, _MAX_RETRY_DELAY), False
-
-
-def _describe_status(status: int) -> str:
-    if status == 529:
-        return "model API overloaded (529)"
-    if status == 429:
-        return "rate limited by the model API (429)"
-    if status == 408:
-        return "model API request timed out (408)"
-    if status == 409:
-        return "model API conflict (409)"
-    return f"model API error ({status})"
-
-
-def _retry_note(what: str, delay: float, exact: bool, attempt: int, total: int) -> str:
-    amount = f"{delay * 1000:.0f}ms" if delay < 0.1 else f"{delay:.1f}s"
-    when = amount if exact else f"~{amount}"
-    return f"{what}, retrying in {when} (attempt {attempt} of {total})"
 
 
 def _logged(on_retry: TextCallback | None) -> TextCallback:
@@ -168,14 +126,14 @@ class _RetryNotifier(anthropic.Middleware):
         except anthropic.APIConnectionError as err:
             # The SDK retries every connection failure and timeout.
             if state is not None and state.on_retry is not None and retries_left:
-                delay, exact = _retry_delay(None, request.retries_taken)
+                delay, exact = retrying.retry_delay(None, request.retries_taken)
                 what = (
                     "model API timed out"
                     if isinstance(err, anthropic.APITimeoutError)
                     else "cannot reach the model API"
                 )
                 state.on_retry(
-                    _retry_note(what, delay, exact, request.retries_taken + 2, max_retries + 1)
+                    retrying.retry_note(what, delay, exact, request.retries_taken + 2, max_retries + 1)
                 )
             raise
         status = response.status_code
@@ -184,12 +142,12 @@ class _RetryNotifier(anthropic.Middleware):
             and state is not None
             and state.on_retry is not None
             and retries_left
-            and _sdk_will_retry_status(status, response.headers)
+            and retrying.retryable(status, response.headers)
         ):
-            delay, exact = _retry_delay(response.headers, request.retries_taken)
+            delay, exact = retrying.retry_delay(response.headers, request.retries_taken)
             state.on_retry(
-                _retry_note(
-                    _describe_status(status),
+                retrying.retry_note(
+                    retrying.describe_status(status),
                     delay,
                     exact,
                     request.retries_taken + 2,
@@ -350,7 +308,7 @@ class AnthropicModel:
     """``Model`` over the Anthropic Messages API through the official SDK."""
 
     # Seconds before a mid-stream retry (doubling, capped); tests shrink it.
-    _stream_retry_base: float = _INITIAL_RETRY_DELAY
+    _stream_retry_base: float = retrying.INITIAL_RETRY_DELAY
 
     def __init__(
         self,
@@ -408,11 +366,11 @@ class AnthropicModel:
                 except _MidStreamError as mid:
                     what = self._mid_stream_retry_reason(mid)
                     if what and not mid.emitted and stream_retries < self.max_retries:
-                        delay = min(self._stream_retry_base * 2.0**stream_retries, _MAX_RETRY_DELAY)
+                        delay = retrying.backoff(stream_retries, self._stream_retry_base)
                         stream_retries += 1
                         if on_retry is not None:
                             on_retry(
-                                _retry_note(
+                                retrying.retry_note(
                                     what, delay, True, stream_retries + 1, self.max_retries + 1
                                 )
                             )
@@ -542,7 +500,7 @@ class AnthropicModel:
             return "the answer stream broke off"
         err_type, _ = _api_error_detail(mid.error)
         status = _RETRYABLE_STREAM_ERRORS.get(err_type)
-        return f"{_describe_status(status)} during the stream" if status is not None else None
+        return f"{retrying.describe_status(status)} during the stream" if status is not None else None
 
     def _error_from_status(
         self, err: anthropic.APIStatusError, *, attempts: int, partial: bool = False

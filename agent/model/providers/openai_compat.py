@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from memagent.agent.model import retrying
 from memagent.agent.model.base import (
     ModelError,
     ModelRequest,
@@ -85,10 +86,8 @@ OPENAI_URL = "https://api.openai.com/v1"
 KEY_VAR = "OPENAI_API_KEY"
 URL_VAR = "OPENAI_BASE_URL"
 
-# As the Anthropic client: 0.5 s doubling per retry, capped at 8 s.
-_INITIAL_RETRY_DELAY = 0.5
-_MAX_RETRY_DELAY = 8.0
-# A retry-after longer than this is not waited for in a chat; the backoff is used.
+# Retries wait as the Anthropic client's (``retrying``). A retry-after longer than this
+# is not waited for in a chat; the backoff is used.
 _MAX_SERVER_DELAY = 60.0
 DEFAULT_MAX_RETRIES = 4
 
@@ -325,47 +324,6 @@ class _Accumulator:
 # --------------------------------------------------------------------------- retries and errors
 
 
-def _retry_delay(headers: Mapping[str, str] | None, retries_taken: int) -> tuple[float, bool]:
-    """(seconds, exact): the server's retry-after(-ms) if it sent a usable one, else the backoff."""
-    if headers is not None:
-        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            raw = headers.get(name)
-            if raw is None:
-                continue
-            try:
-                value = float(raw) * scale
-            except ValueError:
-                continue  # an HTTP date: not worth parsing here
-            if 0 < value <= _MAX_SERVER_DELAY:
-                return value, True
-    return min(_INITIAL_RETRY_DELAY * 2.0**retries_taken, _MAX_RETRY_DELAY), False
-
-
-def _describe_status(status: int) -> str:
-    if status == 429:
-        return "rate limited by the model API (429)"
-    if status == 408:
-        return "model API request timed out (408)"
-    if status == 409:
-        return "model API conflict (409)"
-    if status == 529:
-        return "model API overloaded (529)"
-    return f"model API error ({status})"
-
-
-def _retry_note(what: str, delay: float, exact: bool, attempt: int, total: int) -> str:
-    amount = f"{delay * 1000:.0f}ms" if delay < 0.1 else f"{delay:.1f}s"
-    when = amount if exact else f"~{amount}"
-    return f"{what}, retrying in {when} (attempt {attempt} of {total})"
-
-
-def _retryable(status: int, headers: Mapping[str, str]) -> bool:
-    should = headers.get("x-should-retry")
-    if should in ("true", "false"):
-        return should == "true"
-    return status in (408, 409, 429) or status >= 500
-
-
 def _error_detail(body: Any) -> str:
     """The server's error message from its JSON body, best effort."""
     if isinstance(body, Mapping):
@@ -402,7 +360,7 @@ class OpenAIModel:
     ``model`` is what the API is asked for (``gpt-5.1``)."""
 
     # Seconds a retry waits at first (doubling, capped); tests shrink it.
-    _retry_base: float = _INITIAL_RETRY_DELAY
+    _retry_base: float = retrying.INITIAL_RETRY_DELAY
 
     def __init__(
         self,
@@ -462,15 +420,15 @@ class OpenAIModel:
             except sdk.APIStatusError as err:
                 headers = err.response.headers
                 status = err.status_code
-                if _retryable(status, headers) and retries < self.max_retries:
-                    delay, exact = _retry_delay(headers, retries)
-                    retries = self._wait(_describe_status(status), delay, exact, retries, on_retry)
+                if retrying.retryable(status, headers) and retries < self.max_retries:
+                    delay, exact = retrying.retry_delay(headers, retries, cap=_MAX_SERVER_DELAY)
+                    retries = self._wait(retrying.describe_status(status), delay, exact, retries, on_retry)
                     continue
                 raise self._status_error(status, _error_detail(err.body), retries + 1) from None
             except sdk.APIConnectionError as err:
                 timed_out = isinstance(err, sdk.APITimeoutError)
                 if retries < self.max_retries:
-                    delay, exact = _retry_delay(None, retries)
+                    delay, exact = retrying.retry_delay(None, retries)
                     what = "model API timed out" if timed_out else "cannot reach the model API"
                     retries = self._wait(what, delay, exact, retries, on_retry)
                     continue
@@ -482,8 +440,8 @@ class OpenAIModel:
             except _Broken as broken:
                 if not broken.emitted and retries < self.max_retries and (
                         not broken.status or broken.status in (408, 409, 429) or broken.status >= 500):
-                    delay, exact = _retry_delay(None, retries)
-                    what = (f"{_describe_status(broken.status)} during the stream" if broken.status
+                    delay, exact = retrying.retry_delay(None, retries)
+                    what = (f"{retrying.describe_status(broken.status)} during the stream" if broken.status
                             else "the answer stream broke off")
                     retries = self._wait(what, delay, exact, retries, on_retry)
                     continue
@@ -503,8 +461,8 @@ class OpenAIModel:
               on_retry: TextCallback | None) -> int:
         """Announce and wait for retry number ``retries + 1``; returns the new count."""
         if not exact:
-            delay = min(self._retry_base * 2.0**retries, _MAX_RETRY_DELAY)
-        note = _retry_note(what, delay, exact, retries + 2, self.max_retries + 1)
+            delay = retrying.backoff(retries, self._retry_base)
+        note = retrying.retry_note(what, delay, exact, retries + 2, self.max_retries + 1)
         log.info("%s", note)
         if on_retry is not None:
             on_retry(note)
