@@ -50,14 +50,16 @@ import hashlib
 import itertools
 import json
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # run by hand as a script (python bench/...): make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.fake_server import ScriptedServer  # noqa: E402
 
 __all__ = ["ConnectionDrop", "FakeMessagesAPI", "ScriptError", "ScriptMessage", "StreamError"]
 
@@ -124,8 +126,10 @@ def _chunks(text: str, pieces: int = 4) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(ScriptedServer[ScriptItem]):
     """A scripted Messages API on 127.0.0.1; use as a context manager."""
+
+    thread_name = "fake-messages-api"
 
     def __init__(
         self,
@@ -143,65 +147,17 @@ class FakeMessagesAPI:
         self.event_delay = event_delay  # seconds between SSE events (for demos)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self._script: deque[ScriptItem] = deque()
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._cached_prefixes: set[str] = set()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__(self._handler_class(), port=port)
 
     # -- lifecycle -----------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> FakeMessagesAPI:
-        if self._thread is None:
-            # A short poll interval so close() (shutdown) returns quickly.
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.02},
-                name="fake-messages-api",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> FakeMessagesAPI:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- scripting -----------------------------------------------------------
-
-    @property
-    def pending(self) -> int:
-        """Scripted answers not yet used."""
-        with self._lock:
-            return len(self._script)
-
-    def enqueue(self, item: ScriptItem) -> None:
-        with self._lock:
-            self._script.append(item)
 
     def enqueue_text(
         self, text: str, *, stop_reason: str = "end_turn", usage: dict[str, int] | None = None

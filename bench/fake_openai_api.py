@@ -44,14 +44,16 @@ import argparse
 import itertools
 import json
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
+
+if not __package__:  # run by hand as a script (python bench/...): make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.fake_server import ScriptedServer  # noqa: E402
 
 __all__ = ["ChatDrop", "ChatError", "ChatReply", "FakeOpenAIAPI", "OllamaModel", "ToolCall"]
 
@@ -123,8 +125,10 @@ def _chunks(text: str, pieces: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class FakeOpenAIAPI:
+class FakeOpenAIAPI(ScriptedServer[ScriptItem]):
     """A scripted Chat Completions (and Ollama) server on 127.0.0.1; use as a context manager."""
+
+    thread_name = "fake-openai-api"
 
     def __init__(
         self,
@@ -142,19 +146,11 @@ class FakeOpenAIAPI:
         self.headers: list[dict[str, str]] = []
         self.native_requests: list[tuple[str, dict[str, Any]]] = []
         self.ollama_models = {m.name: m for m in ollama_models or []}
-        self._script: deque[ScriptItem] = deque()
         self._forever: ChatError | None = None
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__(self._handler_class(), port=port)
 
     # -- lifecycle -----------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
 
     @property
     def root_url(self) -> str:
@@ -166,46 +162,7 @@ class FakeOpenAIAPI:
         """The OpenAI-compatible base URL (``--base-url`` / ``OPENAI_BASE_URL``)."""
         return f"{self.root_url}/v1"
 
-    def start(self) -> FakeOpenAIAPI:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.02},
-                name="fake-openai-api",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> FakeOpenAIAPI:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- scripting -----------------------------------------------------------
-
-    @property
-    def pending(self) -> int:
-        """Scripted answers not yet used."""
-        with self._lock:
-            return len(self._script)
-
-    def enqueue(self, item: ScriptItem) -> None:
-        with self._lock:
-            self._script.append(item)
 
     def enqueue_text(self, text: str, *, finish_reason: str = "stop",
                      usage: dict[str, Any] | None = None) -> None:
