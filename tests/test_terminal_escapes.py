@@ -12,15 +12,11 @@ validate``, and ``fs cat`` into a pipe gives its bytes back exactly.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
-import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,6 +31,7 @@ from memagent.vfs.scopes import AgentView
 from memagent.vfs.terminal_text import shown
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
+from tests.pty_helpers import Screen
 
 pexpect = pytest.importorskip("pexpect")
 if sys.platform == "win32":  # pragma: no cover
@@ -152,55 +149,6 @@ def test_fs_outputs_escape_and_cat_into_a_pipe_is_exact(legacy: SqlStore) -> Non
 # -- pty sessions -------------------------------------------------------------------------------------
 
 
-# The terminal's own sequences (rich, prompt_toolkit), stripped to wait on visible text.
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
-
-
-class Screen:
-    """A process in a pseudo-terminal: its raw output so far, waited on by visible text.
-
-    Waits use ``text`` (the terminal's own sequences stripped); the checks that nothing
-    hostile arrived use ``raw``, where a stripped sequence would still show."""
-
-    def __init__(self, child: Any) -> None:
-        self.child = child
-        self.raw = ""
-
-    @property
-    def text(self) -> str:
-        return ANSI.sub("", self.raw)
-
-    def _pump(self, timeout: float) -> None:
-        with contextlib.suppress(pexpect.TIMEOUT):
-            self.raw += self.child.read_nonblocking(65536, timeout=timeout)
-
-    def wait_for(self, needle: str, *, after: int = 0, timeout: float = 30) -> int:
-        """Wait until ``needle`` shows (past text offset ``after``); its end offset."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self.text.find(needle, after)
-            if found != -1:
-                return found + len(needle)
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{needle!r} not on screen; raw output:\n{self.raw[-2000:]!r}")
-            try:
-                self._pump(0.05)
-            except pexpect.EOF:
-                if needle not in self.text[after:]:
-                    raise AssertionError(f"ended without {needle!r}:\n{self.raw[-2000:]!r}") from None
-
-    def finish(self, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while self.child.isalive() and time.monotonic() < deadline:
-            try:
-                self._pump(0.1)
-            except pexpect.EOF:
-                break
-        if self.child.isalive():
-            self.child.terminate(force=True)
-            raise AssertionError(f"still running after {timeout}s:\n{self.raw[-2000:]!r}")
-        self.child.wait()
-        return int(self.child.exitstatus)
 
 
 @pytest.fixture

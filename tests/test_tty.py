@@ -8,12 +8,9 @@ is the point, raw).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,64 +22,14 @@ from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT
+from tests.pty_helpers import Screen
 
 pexpect = pytest.importorskip("pexpect")
 if sys.platform == "win32":  # pragma: no cover
     pytest.skip("needs a POSIX pseudo-terminal", allow_module_level=True)
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
 RULE = "- Use bullet points when you summarise."
 APPROVE = "Approve? [y]es / [n]o / n: feedback / [a]lways"
-
-
-class Screen:
-    """A terminal session: raw output so far, and waits on its visible text."""
-
-    def __init__(self, child: pexpect.spawn) -> None:
-        self.child = child
-        self.raw = ""
-
-    @property
-    def text(self) -> str:
-        return ANSI.sub("", self.raw)
-
-    def _pump(self, timeout: float) -> None:
-        with contextlib.suppress(pexpect.TIMEOUT):
-            self.raw += self.child.read_nonblocking(65536, timeout=timeout)
-
-    def wait_for(self, needle: str, *, after: int = 0, timeout: float = 30) -> int:
-        """Wait until ``needle`` shows (past text offset ``after``); its end offset."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self.text.find(needle, after)
-            if found != -1:
-                return found + len(needle)
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{needle!r} not on screen; it shows:\n{self.text[-2000:]}")
-            try:
-                self._pump(0.05)
-            except pexpect.EOF:
-                if needle not in self.text[after:]:
-                    raise AssertionError(
-                        f"process ended without showing {needle!r}:\n{self.text[-2000:]}"
-                    ) from None
-
-    def type(self, line: str) -> None:
-        self.child.send(line + "\r")
-
-    def finish(self, timeout: float = 30) -> int:
-        """Wait for the process to end; its exit status."""
-        deadline = time.monotonic() + timeout
-        while self.child.isalive() and time.monotonic() < deadline:
-            try:
-                self._pump(0.1)
-            except pexpect.EOF:
-                break
-        if self.child.isalive():
-            self.child.terminate(force=True)
-            raise AssertionError(f"still running after {timeout}s; screen:\n{self.text[-2000:]}")
-        self.child.wait()
-        return int(self.child.exitstatus)
 
 
 @pytest.fixture(autouse=True)
