@@ -163,7 +163,7 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
     if live:
         _export_live(agent, target, as_zip, started)
         return
-    scope = f"agent:{agent}"
+    scope = paths.scope_name("agent", agent)
     infos = ctx.store.all_files(scope)
     bar = Progress("exporting", len(infos) * 2)
     memory: dict[str, str] = {}
@@ -409,7 +409,7 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
     notes = src.notes + result.notes
     files = _clean(result.files, notes)
     _check_tree(files)
-    store, scope = ctx.store, f"agent:{agent}"
+    store, scope = ctx.store, paths.scope_name("agent", agent)
     exists = agent in store.list_agents()
     before, seen = _snapshot(store, scope, files) if exists else ({}, dict.fromkeys(files, 0))
     bar = Progress("validating", len(files))
