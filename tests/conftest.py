@@ -16,6 +16,7 @@ examples instead, to look for bugs, still without a database.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("explore", parent=settings.get_profile("memagent"), derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "memagent"))
+
+# A suite started in the background of a non-interactive shell (`bash scripts/test &`)
+# inherits SIGINT ignored, and so would every memagent it starts, which then cannot
+# be stopped with Ctrl-C. The Ctrl-C tests need the default disposition: restore it
+# here, in the process whose children they start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
 BACKENDS = ["sqlite", "postgres"]
