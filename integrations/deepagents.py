@@ -30,9 +30,16 @@ against deepagents' own ``StoreBackend`` too):
 Beyond the protocol: ``grep_regex`` (a regular expression, run in linear time by
 RE2 where it can be; see README "grep patterns") and ``search`` (the database's
 ranked full-text search), offered to the model as tools by ``tools()``.
-Deliberate differences from ``StoreBackend``: an empty grep pattern and deleting the
-whole folder (``/``) are refused with an error; ``ls`` of a missing folder or of a file
-is an error (as ``FilesystemBackend`` says it), not an empty listing.
+Binary files are refused, as deepagents' own ``ContextHubBackend`` refuses them: an
+upload whose bytes are not UTF-8 text gets ``invalid_path`` and nothing is stored
+(memagent memory is text that enters prompts and indexes; opaque bytes would be
+neither). A file whose name says it is binary (``.mkv``, ``.png``, ``.pdf``: deepagents'
+own classification) is read whole, never sliced into lines, as ``StoreBackend`` does.
+
+As ``StoreBackend``: ``ls`` of a missing folder (or of a file) is an empty listing;
+``delete`` reports the path as the caller gave it (``delete("*")`` is ``*``, the file
+``/*``, never a wildcard). Deliberate differences: an empty grep pattern and deleting
+the whole folder (``/``) are refused with an error.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.utils import (
     InvalidGlobPatternError,
+    _get_backend_read_file_type,
     compile_grep_include_glob,
     perform_string_replacement,
     slice_read_response,
@@ -137,11 +145,12 @@ class MemagentBackend(BackendProtocol):
             loc = self._loc(path)
             entries = self.store.ls(self.folder.scope, loc.inner)
         except NotFound:
-            return LsResult(error=f"Path '{path}': path_not_found")
+            # deepagents lists what is below the path: nothing, not an error.
+            return LsResult(entries=[])
         except VfsError as exc:
             return LsResult(error=str(exc))
         if len(entries) == 1 and not entries[0].is_dir and self.store.exists(self.folder.scope, loc.inner):
-            return LsResult(error=f"Path '{path}': not_a_directory")
+            return LsResult(entries=[])
         base = vpaths.dir_prefix(loc.shown)
         infos: list[FileInfo] = []
         for e in entries:
@@ -160,7 +169,11 @@ class MemagentBackend(BackendProtocol):
             return ReadResult(error=f"File '{file_path}' not found")
         except VfsError as exc:
             return ReadResult(error=str(exc))
-        return slice_read_response(FileData(content=fc.content, encoding="utf-8"), offset, limit)
+        data = FileData(content=fc.content, encoding="utf-8")
+        if _get_backend_read_file_type(loc.shown) != "text":
+            # deepagents reads media and binary names whole: line slicing would cut them.
+            return ReadResult(file_data=data)
+        return slice_read_response(data, offset, limit)
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         out: list[FileDownloadResponse] = []
@@ -290,7 +303,7 @@ class MemagentBackend(BackendProtocol):
                                           "delete the files or folders inside it")
             if self.store.exists(self.folder.scope, loc.inner):
                 self.folder.delete(loc, message="deepagents: delete")
-                return DeleteResult(path=loc.shown)
+                return DeleteResult(path=file_path)
             below = self.folder.files_below(loc)
             if not below:
                 return DeleteResult(error=f"Error: File '{file_path}' not found")
@@ -299,7 +312,7 @@ class MemagentBackend(BackendProtocol):
                                    message=f"deepagents: delete {loc.shown}")
         except VfsError as exc:
             return DeleteResult(error=str(exc))
-        return DeleteResult(path=loc.shown)
+        return DeleteResult(path=file_path)
 
     def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         out: list[FileUploadResponse] = []
@@ -308,13 +321,11 @@ class MemagentBackend(BackendProtocol):
                 loc = self._loc(path)
                 text = content.decode("utf-8")
                 self.folder.write(loc, text, message="deepagents: upload")
-            except InvalidPath:
+            except (InvalidPath, UnicodeDecodeError):
+                # Binary content: refused as deepagents' ContextHubBackend refuses it.
                 out.append(FileUploadResponse(path=path, error=INVALID_PATH))
             except IsADirectory:
                 out.append(FileUploadResponse(path=path, error=IS_DIRECTORY))
-            except UnicodeDecodeError:
-                out.append(FileUploadResponse(path=path, error=f"{path} is not UTF-8 text; memagent memory "
-                                                               "holds text files only"))
             except VfsError as exc:
                 out.append(FileUploadResponse(path=path, error=str(exc)))
             else:
