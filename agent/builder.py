@@ -18,7 +18,7 @@ from memagent.agent.mcp.client import McpHub
 from memagent.agent.model import Model
 from memagent.agent.prompt import PromptBuilder
 from memagent.agent.subagents import run_subagent
-from memagent.agent.tools import ChangeLog, MemoryTools, TaskTool, ToolBox, ToolProvider, ToolResult
+from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolBox, ToolProvider, ToolResult
 from memagent.agent.tools.mcp import McpTools, Warn
 from memagent.agent.tools.search import SearchTools
 from memagent.vfs.scopes import AgentView
@@ -31,13 +31,15 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
                 hooks: Hooks | None = None, max_steps: int = DEFAULT_MAX_STEPS,
                 model_factory: Callable[[str], Model] | None = None,
                 log: ChangeLog | None = None, mcp_hub: McpHub | None = None,
-                warn: Warn | None = None) -> Agent:
+                warn: Warn | None = None, rules: RuledApproval | None = None) -> Agent:
     """An agent over ``view`` with the file tools and ``task``; edits ask ``gate``
     (default: a new ``Gate(approve, yolo=yolo)``). With ``mcp_hub``, also the MCP
-    tools of ``/tools.json`` (connected now; ``warn`` hears about servers that fail)."""
+    tools of ``/tools.json`` (connected now; ``warn`` hears about servers that fail).
+    ``rules``: the agent's approval rules, applied before the gate by the file tools,
+    the MCP tools and every subagent's file tools."""
     gate = gate if gate is not None else Gate(approve, yolo=yolo)
-    mcp = McpTools(view, mcp_hub, gate, warn=warn) if mcp_hub is not None else None
-    memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None)
+    mcp = McpTools(view, mcp_hub, gate, warn=warn, rules=rules) if mcp_hub is not None else None
+    memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None, rules=rules)
     agent: Agent | None = None
 
     def run_task(name: str, description: str) -> ToolResult:

@@ -103,7 +103,7 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     # not write over a version it never saw). The shared log lets each side's version
     # checks see the other's changes.
     memory = MemoryTools(view, parent.memory.gate, author="subagent", log=parent.memory.log,
-                         check_tools_json=parent.memory.check_tools_json)
+                         check_tools_json=parent.memory.check_tools_json, rules=parent.memory.rules)
     # Its edits come from the parent's conversation and turn, through this subagent.
     memory.origin = replace(parent.memory.origin, kind="subagent", detail=name)
     mcp = [p for p in parent.tools.providers if isinstance(p, McpTools)]

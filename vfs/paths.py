@@ -37,8 +37,9 @@ MOUNTS: tuple[Mount, ...] = get_args(Mount)
 RESERVED_PREFIXES: tuple[str, ...] = tuple(f"/{m}/" for m in MOUNTS)
 
 # What a store scope belongs to: an agent's own files, a user's or an organisation's
-# shared files, or an agent's rendered past conversations.
-ScopeKind = Literal["agent", "user", "org", "conversations"]
+# shared files, an agent's rendered past conversations, or an agent's settings (its
+# approval rules: no view mounts it, so no memory tool reaches it).
+ScopeKind = Literal["agent", "user", "org", "conversations", "settings"]
 SCOPE_KINDS: tuple[ScopeKind, ...] = get_args(ScopeKind)
 
 

@@ -18,9 +18,10 @@ from memagent.vfs.edits import unified_diff
 # a person at the command line.
 Author = Literal["user", "agent", "subagent", "import", "cli"]
 # How it was approved: a person said yes, approval was off, a person's own command,
-# no approval was needed, or an MCP client's own per-call permission prompt
-# (``memagent mcp serve --approval client``).
-Approval = Literal["human", "yolo", "cli", "auto", "client"]
+# no approval was needed, an MCP client's own per-call permission prompt
+# (``memagent mcp serve --approval client``), or an ``allow`` approval rule
+# (``vfs/approval_rules.py``; the origin's detail names the rule).
+Approval = Literal["human", "yolo", "cli", "auto", "client", "rule"]
 ChangeOp = Literal["write", "edit", "delete"]
 # Where a change came from (provenance, kept with each revision): a chat turn, a
 # subagent in a chat turn, a person's `memagent fs`, an import, a reflection run,

@@ -9,9 +9,9 @@ friends), chat or CLI layers: the core reaches tools, not the other way round.
 """
 
 from memagent.agent.tools.base import ApprovalRequest, Outcome, ToolProvider, ToolResult, describe_call
-from memagent.agent.tools.memory import MUTATING, READ_ONLY, ChangeLog, MemoryTools
+from memagent.agent.tools.memory import MUTATING, READ_ONLY, ChangeLog, MemoryTools, RuledApproval
 from memagent.agent.tools.task import TaskTool
 from memagent.agent.tools.toolbox import ToolBox
 
 __all__ = ["MUTATING", "READ_ONLY", "ApprovalRequest", "ChangeLog", "MemoryTools", "Outcome",
-           "TaskTool", "ToolBox", "ToolProvider", "ToolResult", "describe_call"]
+           "RuledApproval", "TaskTool", "ToolBox", "ToolProvider", "ToolResult", "describe_call"]

@@ -29,6 +29,7 @@ from typing import Any
 from memagent.agent.mcp.client import McpCallError, McpHub, ServerState, connect_timeout
 from memagent.agent.mcp.config import TOOLS_PATH, ToolRule, ToolsConfig, parse_tools_json, tool_name
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult
+from memagent.agent.tools.memory import RuledApproval
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.scopes import AgentView
 
@@ -128,7 +129,9 @@ class WriteCheck:
 class McpTools:
     """``ToolProvider`` of the MCP tools one agent's ``/tools.json`` allows."""
 
-    def __init__(self, view: AgentView, hub: McpHub, gate: Approvals, *, warn: Warn | None = None) -> None:
+    def __init__(self, view: AgentView, hub: McpHub, gate: Approvals, *, warn: Warn | None = None,
+                 rules: RuledApproval | None = None) -> None:
+        self.rules = rules
         self.view = view
         self.hub = hub
         self.gate = gate
@@ -199,7 +202,20 @@ class McpTools:
         rule = self._rules.get(name)
         if rule is None:
             return ToolResult(f"{name} is not an MCP tool of this agent", True)
-        if rule.approval:
+        ask = rule.approval
+        if self.rules is not None and not getattr(self.gate, "yolo", False):
+            # The agent's approval rules first (``vfs/approval_rules.py``); no rule: tools.json's flag.
+            found = self.rules.match(name, None, default="ask" if rule.approval else "allow")
+            if self.rules.heard is not None and found.rule is not None:
+                self.rules.heard(f"approval {found.describe()}: {name}")
+            if found.action in ("deny", "queue"):
+                why = "cannot be queued for review (a tool call runs now or never)" if found.action == "queue" \
+                    else "is denied"
+                return ToolResult(f"This call of {name} {why} by approval {found.describe()}; it was not run. "
+                                  "Do not retry it: tell the user, who can change the rules with "
+                                  "`memagent approval`.", True)
+            ask = found.action == "ask"
+        if ask:
             outcome = self.gate.check(tool_request(rule, args))
             if not outcome.approved:
                 msg = f"The user rejected this call of {name}; it was not run."

@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, schema
 from memagent.vfs import writes
+from memagent.vfs.approval_rules import TOOL_OF_OP, Action, Match, RuleBook
 from memagent.vfs.errors import StaleVersion
 from memagent.vfs.render import render_ls, render_numbered
 from memagent.vfs.scopes import AgentView
@@ -155,6 +156,8 @@ class ChangeLog:
     made: list[Change] = field(default_factory=list)
     undoable: list[Change] = field(default_factory=list)
     redoable: list[Change] = field(default_factory=list)
+    # Edits queued for review instead (proposal id, op, path), in order: ``memagent run --json``.
+    queued: list[tuple[int, str, str]] = field(default_factory=list)
 
     def record(self, change: Change, *, undoable: bool = True) -> None:
         self.made.append(change)
@@ -194,14 +197,37 @@ class Basis:
     changes: int
 
 
+@dataclass(frozen=True)
+class RuledApproval:
+    """The agent's approval rules (``vfs/approval_rules.py``) as a provider applies them.
+
+    ``queue`` is where an edit a ``queue`` rule picks goes (a ``writes.queue`` policy;
+    None: this context has no review queue, so such an edit is refused);
+    ``unattended`` is what ``ask`` becomes where no one can be asked (``memagent run``:
+    ``queue`` by default); ``heard`` is told, in one line, which rule decided each edit
+    (chat shows it)."""
+
+    book: RuleBook
+    queue: writes.Policy | None = None
+    unattended: Action | None = None
+    heard: Callable[[str], None] | None = None
+
+    def match(self, tool: str, path: str | None, *, default: Action = "ask") -> Match:
+        found = self.book.decide(tool, path, default=default)
+        if found.action == "ask" and self.unattended is not None:
+            return Match(self.unattended, found.rule, found.number)
+        return found
+
+
 class MemoryTools:
     """``ToolProvider`` of the file tools for one agent (or subagent)."""
 
     def __init__(self, view: AgentView, gate: Approvals, *, author: Author = "agent",
                  log: ChangeLog | None = None, check_tools_json: ToolsJsonCheck | None = None,
-                 defer: Defer | None = None) -> None:
+                 defer: Defer | None = None, rules: RuledApproval | None = None) -> None:
         self.view = view
         self.defer = defer
+        self.rules = rules
         self.check_tools_json = check_tools_json
         self.gate = gate
         self.author: Author = author
@@ -325,6 +351,11 @@ class MemoryTools:
                     return writes.Verdict.reject(check.refusal)
                 if check.note:
                     asked = replace(asked, note=check.note)
+            # --yolo (the gate's, or a server's) is decided before the rules and overrides them.
+            if self.rules is not None and not getattr(self.gate, "yolo", False):
+                decided = self._by_rule(request)
+                if decided is not None:
+                    return decided
             if self.defer is not None:
                 # Checked exactly as a commit would be (paths, validators, version), then queued, not stored.
                 return writes.Verdict.queued(0, self.defer(pending, reason))
@@ -347,6 +378,8 @@ class MemoryTools:
         if result.status == "rejected":
             return ToolResult(result.message, True)
         if result.status == "queued":
+            if result.proposal:
+                self.log.queued.append((result.proposal, pending.op, pending.shown))
             return ToolResult(result.message)
         change = writes.require(result)
         self.log.record(change)
@@ -357,6 +390,30 @@ class MemoryTools:
         verb = {"write": "Wrote", "edit": "Edited", "delete": "Deleted"}[pending.op]
         return ToolResult(f"{verb} {change.path} (now version {change.version}).",
                           data={"path": change.path, "version": change.version})
+
+    def _by_rule(self, request: writes.Request) -> writes.Verdict | None:
+        """The verdict of the first approval rule matching this edit; None: ``ask`` (the
+        context's own way: the gate, or ``defer``)."""
+        assert self.rules is not None
+        pending = request.pending
+        tool = TOOL_OF_OP[pending.op]
+        found = self.rules.match(tool, pending.shown)
+        what = f"{tool} {pending.shown}"
+        if self.rules.heard is not None and (found.rule is not None or found.action != "ask"):
+            verb = {"allow": "allowed", "ask": "asks", "queue": "queued", "deny": "denied"}[found.action]
+            self.rules.heard(f"approval {found.describe()}: {what} {verb}")
+        if found.action == "allow":
+            return writes.Verdict.approve("rule")
+        if found.action == "deny":
+            return writes.Verdict.reject(
+                f"{what} was refused by approval {found.describe()} of agent {self.view.agent!r}; nothing was "
+                "stored. Do not retry it: tell the user, who can change the rules with `memagent approval`.")
+        if found.action == "queue":
+            if self.rules.queue is None:
+                return writes.Verdict.reject(f"{what} matches approval {found.describe()}, but this session has "
+                                             "no review queue; nothing was stored")
+            return self.rules.queue(request)
+        return None
 
     def _write_file(self, file_path: str, content: str, reason: str = "",
                     expected_version: int | None = None) -> ToolResult:
