@@ -42,6 +42,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "memagent"))
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """The harness releases tests/interop drives, in every run's output."""
+    from tests.interop.harnesses import report_line
+    return report_line()
+
+
 PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
 BACKENDS = ["sqlite", "postgres"]
 

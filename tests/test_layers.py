@@ -140,6 +140,7 @@ LAYERS = {
     "bench": "bench",
     "tests": "tests",
     "tests.mcp_servers": "tests",
+    "tests.interop": "tests",
 }
 PRODUCT = {"validators", "vfs", "model", "mcp", "tools", "core", "formats", "chat", "serve", "cli",
            "integrations", "templates"}
