@@ -2,7 +2,7 @@
 
 Invariants:
 - stdio: the protocol owns stdout; anything for a person goes to stderr. End of
-  stdin ends the server normally.
+  stdin, SIGINT and SIGTERM end the server normally (``stdio.py``).
 - HTTP: the MCP endpoint is ``http://HOST:PORT/mcp``. Without a token the server
   binds only the exact loopback names ``127.0.0.1``, ``::1`` and ``localhost``;
   any other address (``127.0.0.2``, ``0.0.0.0``, a LAN address) refuses to start
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memagent.agent.serve.server import MemoryServer
+from memagent.agent.serve.stdio import serve_stdio as serve_stdio  # the CLI serves stdio from here
 from memagent.vfs.errors import VfsError
 
 TOKEN_ENV = "MEMAGENT_MCP_TOKEN"
@@ -319,19 +320,6 @@ def _set_up_logging() -> None:
     log.addHandler(handler)
     log.setLevel(logging.WARNING)
     log.propagate = False
-
-
-def serve_stdio(server: MemoryServer) -> None:
-    import anyio
-    from mcp.server.stdio import stdio_server
-
-    sdk = server.build()
-
-    async def main() -> None:
-        async with stdio_server() as (read, write):
-            await sdk.run(read, write, sdk.create_initialization_options())
-
-    anyio.run(main)
 
 
 def _sdk_security(host: str, also: frozenset[str]) -> Any:
