@@ -269,6 +269,12 @@ def read_frontmatter(content: str) -> Frontmatter:
     return Frontmatter(meta, reading.doc.body, None)
 
 
+def _indented(example: str) -> str:
+    """The example file set off by four spaces, so that on screen it reads as a quoted
+    file and not as the start of the next message (or as the file itself)."""
+    return "\n".join("    " + line if line else line for line in example.splitlines())
+
+
 def parse_frontmatter(content: str, kind: str, example: str) -> tuple[FrontmatterDoc, list[Problem]]:
     """Read the frontmatter for a validator: the document and the problems found reading it.
 
@@ -279,11 +285,11 @@ def parse_frontmatter(content: str, kind: str, example: str) -> tuple[Frontmatte
     if reading.failure == "missing":
         message = (
             "the file must begin with YAML frontmatter: a line containing only ---, the keys, then another "
-            f"--- line, then the Markdown body. For example:\n{example}"
+            f"--- line, then the Markdown body. For example:\n{_indented(example)}"
         )
         problems.append(Problem("line 1", message, kind))
     elif reading.failure == "not-mapping":
-        problems.append(Problem(reading.where, f"{reading.why[:-1]}. For example:\n{example}", kind))
+        problems.append(Problem(reading.where, f"{reading.why[:-1]}. For example:\n{_indented(example)}", kind))
     elif reading.failure is not None:
         problems.append(Problem(reading.where, reading.why, kind))
     return reading.doc, problems

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from memagent.vfs.errors import InvalidPattern
+from memagent.vfs.regexsets import unambiguous
 
 if TYPE_CHECKING:
     from memagent.vfs import regexfilter
@@ -123,7 +124,9 @@ def _glob_regex(pattern: str, collapse: bool) -> re.Pattern[str]:
             body = "(?:[^/]+/)*" + body  # bare names match at any depth
         alts.append(body)
     try:
-        return re.compile("^(?:" + "|".join(alts) + ")$")
+        source = "^(?:" + "|".join(alts) + ")$"
+        # A class such as [[a-z] would make re print a FutureWarning: spelled without it.
+        return re.compile(unambiguous(source))
     except re.error as exc:
         raise InvalidPattern(f"glob {pattern!r} is not valid: {exc}") from None
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import paths
+from . import paths, regexsets
 from .errors import InvalidPattern
 from .globbing import compile_glob, glob_matcher
 from .types import GrepMode, GrepResult
@@ -63,8 +63,13 @@ def compile_pattern(pattern: str, *, case_insensitive: bool, fixed_strings: bool
     if pattern == "":
         raise InvalidPattern("the grep pattern is empty; give a word or a regular expression")
     flags = re.MULTILINE | (re.IGNORECASE if case_insensitive else 0)
+    if not fixed_strings and (posix := regexsets.posix_class(pattern)) is not None:
+        raise InvalidPattern(
+            f"grep pattern {pattern!r} uses the POSIX class [:{posix}:], which Python regular expressions "
+            f"do not have; write {regexsets.POSIX_CLASSES[posix]} instead")
     try:
-        return re.compile(re.escape(pattern) if fixed_strings else pattern, flags)
+        # Spelled so re does not print a FutureWarning for "[[" and the like (same meaning).
+        return re.compile(re.escape(pattern) if fixed_strings else regexsets.unambiguous(pattern, flags), flags)
     except re.error as exc:
         raise InvalidPattern(
             f"grep pattern {pattern!r} is not a valid Python regular expression ({exc}); "

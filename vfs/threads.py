@@ -169,9 +169,10 @@ class ThreadStore:
             rows = self._infos(conn, agent, prefix=thread_id)
         if len(rows) != 1:
             what = "no thread" if not rows else f"{len(rows)} threads"
+            verb = "matches" if not rows else "match"
             raise ThreadNotFound(
-                f"{what} of agent {agent!r} match id {thread_id!r}; list them with /threads "
-                "or `memagent chat --resume` for the latest"
+                f"{what} of agent {agent!r} {verb} id {thread_id!r}; `memagent threads {agent}` lists them "
+                "(/threads in chat)"
             )
         return rows[0]
 

@@ -50,7 +50,7 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
 @click.command("chat")
 @click.argument("agent", required=False)
 @click.option("--thread", "thread_id", default=None, metavar="ID",
-              help="Continue the thread with this id (a unique prefix is enough; see /threads).")
+              help="Continue the thread with this id (a unique prefix is enough; `memagent threads` lists them).")
 @click.option("--resume", is_flag=True, help="Continue the agent's most recent thread.")
 @click.option("--yolo", is_flag=True,
               help="Apply memory edits without asking (each revision records 'yolo').")

@@ -223,11 +223,17 @@ def glob_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None) -> None:
     click.option("-c", "count", is_flag=True, help="Matching line counts per file."),
     click.option("-i", "case_insensitive", is_flag=True, help="Ignore case."),
     click.option("-F", "fixed_strings", is_flag=True, help="PATTERN is a literal string."),
+    # grep's -n and -r, typed by habit (`fs grep -rn TODO`): content lines always carry
+    # their number and the search always descends into PATH, so both are accepted as is.
+    click.option("-n", "--line-number", "line_number", is_flag=True,
+                 help="Accepted as in grep: content lines always show their line number."),
+    click.option("-r", "-R", "recursive", is_flag=True,
+                 help="Accepted as in grep: the search always includes PATH's subfolders."),
     click.option("--limit", type=int, default=200, show_default=True, help="Most results to print."))
 def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | None,
              mode: str | None, files_only: bool, count: bool, case_insensitive: bool,
-             fixed_strings: bool, limit: int) -> None:
-    """Search file contents with a Python regular expression."""
+             fixed_strings: bool, line_number: bool, recursive: bool, limit: int) -> None:
+    """Search file contents with a Python regular expression (each content line as PATH:LINE:TEXT)."""
     chosen = mode or ("files_with_matches" if files_only else "count" if count else "content")
     result = ctx.view(agent).grep(pattern, path=path, glob=glob_, output_mode=chosen,
                                   case_insensitive=case_insensitive,

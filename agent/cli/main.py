@@ -36,17 +36,22 @@ COMMANDS = {
     "remember": "memagent.agent.cli.reflect:remember_cmd",
     "mcp": "memagent.agent.cli.mcp:mcp_group",
     "models": "memagent.agent.cli.models:models_cmd",
+    "run": "memagent.agent.cli.run:run_cmd",
+    "approval": "memagent.agent.cli.approval:approval_group",
+    "threads": "memagent.agent.cli.threads:threads_cmd",
 }
 
+# "\b" (a backspace character, not the two characters) keeps click from re-wrapping the
+# paragraph after it.
 HELP = """memagent: an agent whose memory is a versioned folder of files in a database.
 
-\\b
+\b
 Quick start:
-  memagent init myagent            create an agent with an empty /AGENTS.md
-  memagent chat myagent            talk with it (a model: `memagent models` lists them)
-  memagent use myagent             make it the agent commands use by default
+  memagent init myagent        create an agent with an empty /AGENTS.md
+  memagent chat myagent        talk with it (`memagent models` lists models)
+  memagent use myagent         make it the agent commands use by default
   echo "Use bullet points." | memagent fs write /AGENTS.md
-  memagent fs cat /AGENTS.md       (-a AGENT picks another agent, before or after fs)
+  memagent fs cat /AGENTS.md   (-a AGENT, before or after fs, picks another)
 
 The database is $MEMAGENT_DB or --db (a SQLAlchemy URL); by default a SQLite file
 in $MEMAGENT_HOME (or the user data directory).

@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 
@@ -47,7 +48,6 @@ def tools_cmd(ctx: Ctx, agent: str | None, as_json: bool, timeout: float | None)
     """Show AGENT's MCP servers (from /tools.json): status, allowed tools, and the tools
     each server offers that the agent may not use.
 
-    \b
     Every declared server is started, asked for its tools, and stopped again.
     A minimal /tools.json (write it with `memagent fs write /tools.json -a AGENT`):
     """
@@ -84,4 +84,6 @@ def tools_cmd(ctx: Ctx, agent: str | None, as_json: bool, timeout: float | None)
         sys.exit(1)
 
 
-tools_cmd.help = (tools_cmd.help or "") + "\n\n\b\n" + EXAMPLE
+# The docstring is dedented before the example is appended: cleandoc of the whole would
+# find the example's column 0 and leave the docstring's own indentation in the help.
+tools_cmd.help = inspect.cleandoc(tools_cmd.help or "") + "\n\n\b\n" + EXAMPLE

@@ -64,10 +64,10 @@ class ServerSpec:
 
     @property
     def where(self) -> str:
-        """A short description for people: the command line or the URL."""
+        """A short description for people: the command line or the URL (the transport is shown beside it)."""
         if self.transport == "stdio":
             return " ".join([self.command, *self.args])
-        return f"{self.transport} {self.url}"
+        return self.url
 
     def resolve(self, env: Mapping[str, str]) -> ResolvedSpec:
         """The spec with every reference expanded; the missing variables are listed."""
