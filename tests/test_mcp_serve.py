@@ -203,6 +203,7 @@ def test_errors_are_tool_errors_with_the_chat_texts_and_the_server_lives_on(url:
             assert is_err and text.startswith("unknown tool 'nope'; the tools are: ls, read_file")
             is_err, text = await call(c, "read_file", file_path="/../etc/passwd")
             assert is_err and "\n" not in text
+            assert not (await call(c, "read_file", file_path="/AGENTS.md"))[0]
             is_err, text = await call(c, "edit_file", file_path="/AGENTS.md", old_string="", new_string="x")
             assert is_err and text == "old_string is empty; give the exact text to replace (use write_file to " \
                                       "rewrite a file)"
@@ -211,7 +212,14 @@ def test_errors_are_tool_errors_with_the_chat_texts_and_the_server_lives_on(url:
             # Overwriting a file this session never read is refused, as in chat.
             is_err, text = await call(c, "write_file", file_path="/notes.md", content="gone\n")
             assert is_err and "you have not read it" in text
+            # So is editing it (finding 7 of issue #28): an MCP client has no prompt that showed it the file.
+            assert await call(c, "edit_file", file_path="/notes.md", old_string="start", new_string="gone") == (
+                True, "/notes.md exists (version 1) and you have not read it; read_file it first so you do not "
+                      "edit what you have not seen, then edit_file again")
             assert await call(c, "read_file", file_path="/notes.md") == (False, "     1\tstart\n(version 1)")
+            assert await call(c, "edit_file", file_path="/notes.md", old_string="start", new_string="start") == (
+                False, "No change: old_string and new_string are the same, so /notes.md stays as it is "
+                       "(version 1); nothing was written.")
     timed(body)
     assert content(url, "/notes.md") == "start\n"
     assert len(history(url, "/notes.md")) == 1
@@ -308,8 +316,10 @@ def test_resources_and_prompts(url: str) -> None:
                 ("AGENTS.md", "memagent://demo/AGENTS.md"), ("skills/notes.md", "memagent://demo/skills/notes.md")]
             got = await c.read_resource("memagent://demo/skills/notes.md")
             assert [getattr(x, "text", None) for x in got.contents] == [SKILL]
-            # The current version, always: change it, read again.
-            await call(c, "edit_file", file_path="/AGENTS.md", old_string="bullet", new_string="short")
+            # The current version, always: change it, read again (a resource read counts as a read).
+            await c.read_resource("memagent://demo/AGENTS.md")
+            assert await call(c, "edit_file", file_path="/AGENTS.md", old_string="bullet", new_string="short") == \
+                (False, "Edited /AGENTS.md (now version 2).")
             got = await c.read_resource("memagent://demo/AGENTS.md")
             assert getattr(got.contents[0], "text", None) == "# Preferences\n- Use short points.\n"
             with pytest.raises(Exception, match="not a resource"):
@@ -318,11 +328,19 @@ def test_resources_and_prompts(url: str) -> None:
                 await c.read_resource("memagent://other/AGENTS.md")
             prompts = {p.name: p for p in (await c.list_prompts()).prompts}
             assert sorted(prompts) == ["compact", "remember"]
-            assert [a.name for a in prompts["remember"].arguments or []] == ["hint"]
+            names = [a.name for a in prompts["remember"].arguments or []]
+            assert names == ["hint", *(f"hint{i}" for i in range(2, 25))]
             got_prompt = await c.get_prompt("remember", {"hint": "tabs over spaces"})
             text = getattr(got_prompt.messages[0].content, "text", "")
             assert text.startswith("Look back over this conversation")
-            assert "read_file it first" in text and text.endswith("about what to remember: tabs over spaces")
+            assert "read_file a file before you change it" in text
+            assert text.endswith("about what to remember: tabs over spaces")
+            # A client that splits on spaces (Claude Code: one word per declared argument) loses nothing.
+            split = await c.get_prompt("remember", {"hint": "focus", "hint2": "on", "hint3": "citations"})
+            assert getattr(split.messages[0].content, "text", "").endswith("about what to remember: focus on "
+                                                                           "citations")
+            # Never "it is in your instructions" next to a note that says how to read it.
+            assert "(it is in your instructions)" not in text
             compact = await c.get_prompt("compact")
             assert getattr(compact.messages[0].content, "text", "").startswith("Compact your memory")
     timed(body)

@@ -34,12 +34,17 @@ and texts of the chat's providers. Invariants:
   another call's write finished is taken to be based on it (the server cannot tell
   which read a client used): clients that run calls concurrently pass
   ``expected_version``.
+- ``edit_file`` of an existing file the session had not read (``read_file``, a
+  resource read or its own write) when the call arrived, without ``expected_version``,
+  is refused as a blind ``write_file`` overwrite is: a client has no prompt that
+  showed it the file.
 - Resources are ``/AGENTS.md`` and each skill (``/skills/<name>.md``,
   ``/skills/<name>/SKILL.md``) as ``memagent://<agent>/<path>``, read at their
   current version (which counts as read for the session's ``seen``). Prompts are
   ``remember`` and ``compact``: the chat's ``/remember`` and ``/compact`` texts
   (``skills_templates/prompts/``) with a note that memory is reached through this
-  server's tools.
+  server's tools. A prompt's free-text argument survives clients that split it on
+  spaces: continuation arguments are declared and every value received is joined.
 """
 
 from __future__ import annotations
@@ -78,9 +83,10 @@ SKILL_PATTERNS = ("skills/*.md", "skills/*/SKILL.md")
 MAX_RESOURCES = 500
 
 MCP_NOTE = ("Your memory is the memagent agent {agent!r}, reached through this MCP server's tools (ls, read_file, "
-            "write_file, edit_file, delete_file, glob, grep, search_memory, history). /AGENTS.md is not in your "
-            "instructions: read_file it first. Every write is validated and versioned; if a write is refused "
-            "because the file changed, read it again and re-apply your change.")
+            "write_file, edit_file, delete_file, glob, grep, search_memory, history). read_file a file before you "
+            "change it (this server lets you edit or overwrite only what you read through it, even when a copy "
+            "of /AGENTS.md is in your instructions). Every write is validated and versioned; if a write is "
+            "refused because the file changed, read it again and re-apply your change.")
 
 
 def client_label(name: object, version: object) -> str:
@@ -121,15 +127,38 @@ class Session:
     def run(self, name: str, args: Any, basis: Basis | None = None) -> ToolResult:
         """Run one call, its writes checked against ``basis`` (default: taken now)."""
         with self.lock, self.memory.based_on(basis):
-            return self._run(name, args)
+            return self._run(name, args, basis or self.memory.snapshot())
 
-    def _run(self, name: str, args: Any) -> ToolResult:
+    def _blind_edit(self, name: str, args: Any, basis: Basis) -> ToolResult | None:
+        """The refusal of an ``edit_file`` of an existing file this session had not read when the
+        call arrived (and that names no ``expected_version``), as ``write_file`` refuses a blind
+        overwrite; None for every other call. In chat the model has the prompt's memory before
+        it edits; an MCP client has only what it read through this server."""
+        if name != "edit_file" or not isinstance(args, dict) or args.get("expected_version") is not None:
+            return None
+        path = args.get("file_path")
+        if not isinstance(path, str):
+            return None  # the schema check answers it
+        try:
+            shown = self.view.resolve(path, write=True).shown
+            if shown in basis.seen:
+                return None
+            version = self.view.stat(shown).version
+        except VfsError:
+            return None  # a missing file or a bad path: the tool's own error says it
+        return ToolResult(f"{shown} exists (version {version}) and you have not read it; read_file it first "
+                          "so you do not edit what you have not seen, then edit_file again", True)
+
+    def _run(self, name: str, args: Any, basis: Basis) -> ToolResult:
         if name not in self.schemas:
             return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self.schemas)}", True)
         args = {} if args is None else args
         problem = _argument_problem(self.schemas[name], args)
         if problem:
             return ToolResult(f"bad arguments for {name}: {problem}; see the tool's input schema", True)
+        blind = self._blind_edit(name, args, basis)
+        if blind is not None:
+            return blind
         try:
             return self.box.run(name, dict(args))
         except Exception as exc:  # noqa: BLE001 - the server outlives any one call
@@ -178,17 +207,42 @@ def prompt_text(name: str) -> str:
     return files.joinpath(f"prompts/{name}.md").read_text("utf-8").strip()
 
 
+# Clients such as Claude Code split a slash command's text on spaces and give the words to
+# the declared arguments in order, dropping words past the last one: `/remember focus on
+# citations` arrives as hint="focus" unless more arguments are declared. So a free-text
+# argument is declared with this many continuation arguments (hint, hint2, ... hint24), and
+# get_prompt joins every value it receives.
+SPLIT_WORDS = 24
+MAX_HINT_CHARS = 500
+
+
 @dataclass(frozen=True)
 class PromptSpec:
     name: str
     description: str
-    argument: tuple[str, str] | None = None  # an optional argument: name, description
+    argument: tuple[str, str] | None = None  # an optional free-text argument: name, description
+
+    def argument_names(self) -> list[str]:
+        """The free-text argument and its continuations, in the order words fill them."""
+        if self.argument is None:
+            return []
+        first = self.argument[0]
+        return [first, *(f"{first}{i}" for i in range(2, SPLIT_WORDS + 1))]
+
+
+def joined_argument(spec: PromptSpec, arguments: dict[str, Any] | None) -> str:
+    """The free text a client sent, whole: the declared arguments' values in order, then any it
+    sent under other names (in the order sent), joined by spaces, one line, bounded."""
+    given = dict(arguments or {})
+    order = [n for n in spec.argument_names() if n in given] + [n for n in given if n not in spec.argument_names()]
+    words = " ".join(str(given[n]) for n in order if given[n] is not None)
+    return " ".join(words.split())[:MAX_HINT_CHARS]
 
 
 PROMPTS = (
     PromptSpec("remember", "Reflect on this conversation and update memagent memory (AGENTS.md for standing "
                            "preferences, a skill for a task procedure).",
-               ("hint", "Optional: what to remember")),
+               ("hint", "Optional: what to remember (several words are fine)")),
     PromptSpec("compact", "Compact memagent memory: merge duplicates, generalise lists of cases into rules, move "
                           "task detail out of AGENTS.md into skills."),
 )
@@ -328,11 +382,17 @@ class MemoryServer:
 
         async def list_prompts(ctx: ServerRequestContext[Any, Any],
                                params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+            def arguments(p: PromptSpec) -> list[types.PromptArgument] | None:
+                if p.argument is None:
+                    return None
+                first, *more = p.argument_names()
+                return [types.PromptArgument(name=first, description=p.argument[1], required=False),
+                        *(types.PromptArgument(name=n, required=False, description=(
+                            f"Optional: more words of {first} (for clients that split arguments on spaces)"))
+                          for n in more)]
+
             return types.ListPromptsResult(prompts=[
-                types.Prompt(name=p.name, description=p.description,
-                             arguments=[types.PromptArgument(name=p.argument[0], description=p.argument[1],
-                                                             required=False)] if p.argument else None)
-                for p in PROMPTS])
+                types.Prompt(name=p.name, description=p.description, arguments=arguments(p)) for p in PROMPTS])
 
         async def get_prompt(ctx: ServerRequestContext[Any, Any],
                              params: types.GetPromptRequestParams) -> types.GetPromptResult:
@@ -344,7 +404,7 @@ class MemoryServer:
                                message=f"unknown prompt {params.name!r}; the prompts are: "
                                        + ", ".join(p.name for p in PROMPTS))
             text = prompt_text(spec.name) + "\n\n" + MCP_NOTE.format(agent=self.agent)
-            hint = " ".join(str((params.arguments or {}).get("hint", "")).split())[:500]
+            hint = joined_argument(spec, params.arguments) if spec.argument else ""
             if hint:
                 text += f"\n\nThe user adds this hint about what to remember: {hint}"
             return types.GetPromptResult(description=spec.description, messages=[
