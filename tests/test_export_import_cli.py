@@ -232,11 +232,15 @@ def test_import_a_hand_made_claude_code_project(tmp_path: Path) -> None:
     with the_store() as store:
         for path, content in got.items():
             store.validate(path, content.decode())
-    # ... and the skill goes back out exactly as it came in.
+    # ... the skill goes back out valid for the Agent Skills spec, its extra keys under
+    # metadata, and the manifest gives the stored file back on the way in again.
     p = run("export", "cc", str(tmp_path / "back"), "--format", "claude-code")
     assert p.returncode == 0, err(p)
-    assert (tmp_path / "back/.claude/skills/pdf-forms/SKILL.md").read_text() == \
-        HANDMADE[".claude/skills/pdf-forms/SKILL.md"]
+    back = (tmp_path / "back/.claude/skills/pdf-forms/SKILL.md").read_text()
+    assert "memagent-original-frontmatter" not in back and "\nmetadata:\n" in back
+    p = run("import", str(tmp_path / "back"), "--as", "cc2", "--yes")
+    assert p.returncode == 0, err(p)
+    assert files_of("cc2")["/skills/pdf-forms/SKILL.md"] == got["/skills/pdf-forms/SKILL.md"]
 
 
 def test_import_an_agent_builder_zip(tmp_path: Path) -> None:

@@ -14,9 +14,13 @@ are expanded) and settings (``.claude/settings.json`` ``permissions.allow``,
 allow, and an untrusted folder's ``allow`` is ignored while ``deny`` holds).
 
 Invariants: ``AGENTS.md`` is written as is and ``CLAUDE.md`` only imports it, so
-the instructions exist once; every listed MCP tool is in ``allow`` (in
-tools.json order), approval tools also in ``ask``; ``deny`` lists only tools a
-``--probe`` saw offered and tools.json does not list.
+the instructions exist once; every listed MCP tool is in exactly one list, in
+tools.json order: ``ask`` for approval tools, ``allow`` for the rest (a Claude Code
+user reads ``allow`` as "runs without asking", so an approval tool there would read
+as a contradiction even though ``ask`` wins); ``deny`` lists only tools a
+``--probe`` saw offered and tools.json does not list. A subagent's ``tools`` name
+only tools Claude Code has (``TO_CLAUDE``); what has none is left out with a note,
+never silently, and the project's ``ask``/``deny`` rules bind subagents too.
 
 ``export_live`` (``memagent export --live``) copies no memory at all: ``.mcp.json``
 runs ``memagent mcp serve AGENT`` (stdio) with ``MEMAGENT_DB`` passed through from
@@ -65,13 +69,20 @@ from .mcp import (
     write_tools_json,
 )
 
-# memagent tool -> Claude Code tool, for subagents' tool lists.
-TO_CLAUDE = {"ls": "LS", "read_file": "Read", "write_file": "Write", "edit_file": "Edit", "glob": "Glob",
-             "grep": "Grep", "task": "Task"}
-FROM_CLAUDE = {v: k for k, v in TO_CLAUDE.items()} | {"MultiEdit": "edit_file", "Agent": "task"}
+# memagent tool -> Claude Code tool, for subagents' tool lists: only the tools Claude Code
+# 2.1.331 has (what it sends to the model; tests/interop checks it). It has no LS, Glob or
+# Grep any more (it lists and searches through Bash) and calls Task "Agent".
+TO_CLAUDE = {"read_file": "Read", "write_file": "Write", "edit_file": "Edit", "task": "Agent"}
+# Older Claude Code names still read on import.
+FROM_CLAUDE = {v: k for k, v in TO_CLAUDE.items()} | {"LS": "ls", "Glob": "glob", "Grep": "grep", "Task": "task",
+                                                      "MultiEdit": "edit_file"}
 READ_ONLY = ["ls", "read_file", "glob", "grep"]  # a memagent subagent's tools when it lists none
+_SHELL_ONLY = ("Claude Code has no {} tool (it lists and searches files through Bash, which runs any "
+               "command, so Bash is not granted in its place)")
 NO_EQUIVALENT = {"delete_file": "Claude Code has no tool that only deletes a file",
-                 "search_memory": "Claude Code has no memory search tool"}
+                 "search_memory": "Claude Code has no memory search tool",
+                 "ls": _SHELL_ONLY.format("LS"), "glob": _SHELL_ONLY.format("Glob"),
+                 "grep": _SHELL_ONLY.format("Grep")}
 AGENT_KEYS = ("name", "description", "tools", "model")
 RESERVED = ("CLAUDE.md", "CLAUDE.local.md", ".mcp.json", ".claude/")
 _IMPORT = re.compile(r"(?<![\w`@])@((?:\.{0,2}/)?[A-Za-z0-9_][A-Za-z0-9_./-]*)")
@@ -122,7 +133,7 @@ class ClaudeCodeFormat:
     def _export_tools(self, config: ToolsConfig, options: ExportOptions, result: ExportResult) -> None:
         if config.servers:
             result.add(".mcp.json", dump_json({"mcpServers": config.servers}), "/tools.json")
-        allow = [mcp_name(t.server, t.name) for t in config.tools]
+        allow = [mcp_name(t.server, t.name) for t in config.tools if not t.approval]
         ask = [mcp_name(t.server, t.name) for t in config.tools if t.approval]
         deny: list[str] = []
         for server, offered in options.offered.items():

@@ -5,14 +5,15 @@ Skills elsewhere carry keys the Agent Skills spec lacks (``version``,
 ``name``. ``import_skill`` rewrites such a file into one our validator accepts:
 spec keys first, every other key moved under ``metadata`` as a string, and the
 original frontmatter kept verbatim in ``metadata.memagent-original-frontmatter``.
-``export_skill`` undoes it. Invariants:
+``export_skill`` drops that marker and nothing else. Invariants:
 
 - A skill that already passes our validator is never rewritten (byte for byte).
-- ``export_skill(import_skill(x)) == x`` for every file whose frontmatter could be
-  read: while the stored skill is what the import made (checked by re-running the
-  import on the kept frontmatter), the original bytes come back; once someone has
-  edited it, the lifted keys go back to the top level as strings and the marker
-  is dropped, so edits win and nothing stays behind.
+- Every exported ``SKILL.md`` passes the Agent Skills spec (skills-ref validate):
+  keys outside the spec stay under ``metadata`` in every format.
+- The round trip is lossless through the export manifest: ``import(export(m))``
+  differs from ``m`` only by the marker, so the manifest keeps the stored file and
+  the import gives it back; the kept original frontmatter then gives the original
+  bytes (``metadata.memagent-original-frontmatter``) to whoever needs them.
 - Emitted YAML is block style with plain or double-quoted scalars and never
   contains ``---`` (Agent Skills tools end the frontmatter there), so it passes
   both our validator and the skills-ref reference validator.
@@ -190,32 +191,22 @@ def import_skill(name: str, content: str, source: str) -> tuple[str, list[Note]]
 
 
 def export_skill(content: str) -> str:
-    """Undo ``import_skill``: the original frontmatter back, or the lifted keys on top."""
+    """A stored skill as every target gets it: valid Agent Skills frontmatter, the keys
+    outside the spec still under ``metadata`` (as strings), only the import marker gone.
+
+    None of the targets (Claude Code, Codex, OpenCode, deepagents) reads a skill's extra
+    keys from anywhere skills-ref accepts, so none gets them back at the top level: a
+    ``SKILL.md`` there would fail the spec for a hint the harness may or may not use.
+    The original bytes come back on import through the export manifest, which records
+    every file the import of the export would not give back exactly."""
     doc = read_frontmatter(content)
     meta = doc.meta
     if not meta or not isinstance(meta.get("metadata"), dict) or MARKER not in meta["metadata"]:
         return content
-    original_header = meta["metadata"][MARKER]
-    name = meta.get("name")
-    if isinstance(original_header, str) and isinstance(name, str):
-        again, _ = import_skill(name, original_header + doc.body, name)
-        if again == content:
-            return original_header + doc.body
-    # Edited since the import: the original keys that are still under metadata go
-    # back to the top level, as the strings they now are.
-    original = {}
-    if isinstance(original_header, str):
-        original = read_frontmatter(original_header).meta or {}
-    metadata = {k: v for k, v in meta["metadata"].items() if k != MARKER}
-    pairs: list[tuple[str, Any]] = []
-    for key, value in meta.items():
-        if key != "metadata":
-            pairs.append((key, as_text(value)))
-    for key in original:
-        if key not in SPEC_KEYS and key in metadata:
-            pairs.append((key, as_text(metadata.pop(key))))
+    pairs: list[tuple[str, Any]] = [(str(k), as_text(v)) for k, v in meta.items() if k != "metadata"]
+    metadata = {str(k): as_text(v) for k, v in meta["metadata"].items() if k != MARKER}
     if metadata:
-        pairs.append(("metadata", {k: as_text(v) for k, v in metadata.items()}))
+        pairs.append(("metadata", metadata))
     return emit(pairs, doc.body)
 
 

@@ -13,7 +13,11 @@ and on with globs such as ``"<server>_*": false``), ``permission`` (``"ask"``,
 ``"allow"``, ``"deny"`` per tool) and variables (``{env:NAME}`` in config values).
 
 Invariants: only the tools tools.json lists are enabled (``<server>_*`` off, each
-listed tool on); approval tools are ``"ask"``; ``${VAR}`` becomes ``{env:VAR}``
+listed tool on); approval tools are ``"ask"``, for the project and for every agent
+(an agent's ``permission`` comes after the project's and OpenCode applies the last
+matching rule, so an agent-level allow would override the project's ask: agents get
+``permission``, never a ``tools`` switch, and their MCP tools carry the project's
+action); ``${VAR}`` becomes ``{env:VAR}``
 and back; what OpenCode cannot say (``${VAR:-default}`` defaults, ``cwd``) is
 noted.
 """
@@ -48,11 +52,23 @@ from .claude_code import (
     warn_unlisted,
 )
 from .frontmatter import emit, first_paragraph, read_agent, subagent_file
-from .mcp import REF, Tool, ToolsConfig, args_to_refs, literal_to_ref, split_mcp_name, write_tools_json
+from .mcp import (
+    REF,
+    Tool,
+    ToolsConfig,
+    args_to_refs,
+    literal_to_ref,
+    read_tools_json,
+    split_mcp_name,
+    write_tools_json,
+)
 
-TO_OPENCODE = {"ls": "list", "read_file": "read", "write_file": "write", "edit_file": "edit", "glob": "glob",
+# memagent tool -> OpenCode tool: only tools OpenCode 1.18.33 has (``opencode debug agent``
+# lists them; tests/interop checks it). It has no ``list`` tool: ``glob`` lists a folder.
+TO_OPENCODE = {"ls": "glob", "read_file": "read", "write_file": "write", "edit_file": "edit", "glob": "glob",
                "grep": "grep", "task": "task"}
-FROM_OPENCODE = {v: k for k, v in TO_OPENCODE.items()} | {"patch": "edit_file"}
+FROM_OPENCODE = {"read": "read_file", "write": "write_file", "edit": "edit_file", "glob": "glob", "grep": "grep",
+                 "task": "task", "list": "ls", "patch": "edit_file"}
 RESERVED = ("opencode.json", "opencode.jsonc", ".opencode/")
 _ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -88,30 +104,37 @@ class OpenCodeFormat:
 
     def export(self, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
         result = ExportResult({})
+        config = read_tools_json(memory["/tools.json"]) if "/tools.json" in memory else ToolsConfig()
         export_layout(memory, result, skills_dir=".opencode/skills", reserved=RESERVED,
-                      subagent=lambda path, content: self._export_subagent(path, content, result),
-                      tools=lambda config: self._export_tools(config, result))
+                      subagent=lambda path, content: self._export_subagent(path, content, config, result),
+                      tools=lambda config: self._export_tools(config, result), config=config)
         return result
 
-    def _export_subagent(self, path: str, content: str, result: ExportResult) -> None:
+    def _export_subagent(self, path: str, content: str, config: ToolsConfig, result: ExportResult) -> None:
+        """An agent file whose ``permission`` never loosens the project's: OpenCode applies the
+        last matching rule and an agent's rules come after the project's, so an MCP tool the
+        project asks for is ``ask`` here too, and one it does not enable is left out."""
         name = PurePosixPath(path).stem
         meta, body = read_agent(content)
         listed = meta.get("tools") if isinstance(meta.get("tools"), list) else None
-        switches: dict[str, str] = {"*": "false"}
+        rules: dict[str, str] = {"*": "deny"}
         for tool in READ_ONLY if listed is None else [str(t) for t in listed]:
             if tool in TO_OPENCODE:
-                switches[TO_OPENCODE[tool]] = "true"
-            elif (parts := split_mcp_name(tool)) is not None:
-                switches[f"{oc_name(parts[0])}_{oc_name(parts[1])}"] = "true"
+                rules[TO_OPENCODE[tool]] = "allow"
+            elif (parts := split_mcp_name(tool, list(config.servers))) is not None:
+                found = config.find(tool)
+                if found is None:
+                    result.notes.append(Note(path, f"tool {tool} left out: /tools.json does not list it, so the "
+                                                   "main agent may not use it either"))
+                    continue
+                rules[f"{oc_name(parts[0])}_{oc_name(parts[1])}"] = "ask" if found.approval else "allow"
             else:
                 result.notes.append(Note(path, f"tool {tool} has no OpenCode equivalent; left out"))
         pairs: list[tuple[str, Any]] = [("description", str(meta.get("description", ""))), ("mode", "subagent")]
         if isinstance(meta.get("model"), str):
             pairs.append(("model", to_model(meta["model"])))
-        pairs.append(("tools", switches))
-        # emit() quotes "true"/"false" to keep them strings; OpenCode wants the booleans.
-        text = re.sub(r'^(  \S.*): "(true|false)"$', r"\1: \2", emit(pairs, ""), flags=re.MULTILINE) + body
-        result.add(f".opencode/agents/{name}.md", text, path)
+        pairs.append(("permission", rules))
+        result.add(f".opencode/agents/{name}.md", emit(pairs, body), path)
 
     def _export_tools(self, config: ToolsConfig, result: ExportResult) -> None:
         mcp: dict[str, Any] = {}
@@ -186,8 +209,14 @@ class OpenCodeFormat:
             result.notes.append(Note(src, f"{', '.join(extra)} not carried over (memagent subagents have a "
                                           "description, tools and a model)"))
         switches = meta.get("tools")
+        rules = meta.get("permission")
         listed: list[str] | None = None
-        if isinstance(switches, dict):
+        if isinstance(rules, dict):
+            listed = [k for k, v in rules.items() if v in ("allow", "ask") and k != "*"]
+            if rules.get("*") != "deny":
+                result.notes.append(Note(src, "OpenCode leaves its other tools on; memagent gives only those "
+                                              "listed"))
+        elif isinstance(switches, dict):
             listed = [k for k, v in switches.items() if v is True and k != "*"]
             if switches.get("*") is not False:
                 result.notes.append(Note(src, "OpenCode leaves its other tools on; memagent gives only those "
