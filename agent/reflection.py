@@ -277,7 +277,9 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
     seconds, and ``ModelError`` when the model fails (the run is then marked failed).
     """
     agent = view.agent
-    run = queue.start_run(agent, model=model.name, wait=wait)
+    # A dry run stores nothing, so it takes no run (no number used up, no lock: it only reads).
+    run = None if dry_run else queue.start_run(agent, model=model.name, wait=wait)
+    run_id = run.id if run is not None else None
     try:
         last = queue.last_finished(agent)
         after = None if since is not None else (last.upto_message if last is not None else None)
@@ -285,48 +287,48 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
         # Conflicts a person sent back from review: redone even with no new conversation.
         redo = queue.to_repropose(agent)
         if (not rows or not _has_user_text(rows)) and not redo:
-            queue.finish_run(run.id, "dry-run" if dry_run else "empty",
-                             upto_message=last.upto_message if last else None,
-                             note="no new conversations")
+            if run_id is not None:
+                queue.finish_run(run_id, "empty", upto_message=last.upto_message if last else None,
+                                 note="no new conversations")
             when = f" since run {last.id} ({last.finished_at:%Y-%m-%d %H:%M} UTC)" if last and last.finished_at \
                 else ""
-            return ReflectResult("nothing", run.id, message=f"nothing to reflect on: no new conversation{when}")
+            return ReflectResult("nothing", run_id, message=f"nothing to reflect on: no new conversation{when}")
         text, used = transcript(rows)
         upto = max((m.id for m in rows), default=last.upto_message if last else None)
-        answer, drafts = _ask(view, model, queue, run.id, text, redo)
+        answer, drafts = _ask(view, model, queue, run_id, text, redo)
         new = drafts.proposals()
-        origin = reflection_origin(run.id, used)
-        if dry_run:
-            queue.finish_run(run.id, "dry-run", threads=used, note="dry run: nothing stored")
+        if run_id is None:  # the dry run
             for p in new:
                 on_log(f"would propose: {p.op} {p.shown}" + (f" — {p.reason}" if p.reason else ""))
-            return ReflectResult("dry-run", run.id, used, new, answer=answer,
+            return ReflectResult("dry-run", None, used, new, answer=answer,
                                  message=f"dry run: {len(new)} proposal(s), nothing stored")
+        assert run_id is not None  # only a dry run has none
+        origin = reflection_origin(run_id, used)
         applied: list[Change] = []
         if yolo:
             for p in new:
                 change = _commit(view, p.shown, p.op, p.after, p.base_version, p.reason, origin, "yolo")
                 applied.append(change)
                 on_log(f"applied {p.op} {p.shown} (now version {change.version})"
-                       + (f" — {p.reason}" if p.reason else "") + f" [reflect run {run.id}]")
-        ids = queue.finish_run(run.id, "done", upto_message=upto, threads=used, new=new,
+                       + (f" — {p.reason}" if p.reason else "") + f" [reflect run {run_id}]")
+        ids = queue.finish_run(run_id, "done", upto_message=upto, threads=used, new=new,
                                proposal_status="applied" if yolo else "pending",
                                reproposed=[p.id for p in redo])
         if not yolo:
             for pid, p in zip(ids, new, strict=True):
                 on_log(f"proposal #{pid}: {p.op} {p.shown}" + (f" — {p.reason}" if p.reason else "")
-                       + f" [reflect run {run.id}]")
+                       + f" [reflect run {run_id}]")
         what = (f"{len(applied)} change(s) applied (yolo)" if yolo
                 else f"{len(new)} proposal(s) waiting for review (`memagent review {agent}`)" if new
                 else "no memory changes proposed")
-        return ReflectResult("done", run.id, used, new, ids, applied, answer,
-                             f"reflect run {run.id}: read {len(used)} conversation(s); {what}")
+        return ReflectResult("done", run_id, used, new, ids, applied, answer,
+                             f"reflect run {run_id}: read {len(used)} conversation(s); {what}")
     except BaseException as exc:
-        if run.id is not None:
+        if run_id is not None:
             try:
-                queue.finish_run(run.id, "failed", note=f"{type(exc).__name__}: {exc}"[:500])
+                queue.finish_run(run_id, "failed", note=f"{type(exc).__name__}: {exc}"[:500])
             except Exception:  # noqa: BLE001 - the original error matters more
-                log.exception("could not mark reflect run %s failed", run.id)
+                log.exception("could not mark reflect run %s failed", run_id)
         raise
 
 
@@ -346,11 +348,11 @@ def _redo_section(redo: Sequence[Proposal]) -> str:
     return "\n".join(parts)
 
 
-def _ask(view: AgentView, model: Model, queue: ProposalStore, run_id: int, text: str,
+def _ask(view: AgentView, model: Model, queue: ProposalStore, run_id: int | None, text: str,
          redo: Sequence[Proposal] = ()) -> tuple[str, DraftTools]:
     reader = MemoryTools(view, _NoGate())
     drafts = DraftTools(view, reader)
-    hooks = Hooks(on_model_start=lambda: queue.heartbeat(run_id))
+    hooks = Hooks(on_model_start=lambda: queue.heartbeat(run_id)) if run_id is not None else Hooks()
     agent = Agent(ToolBox([drafts, SearchTools(view)]), model, memory=reader, hooks=hooks,
                   max_steps=REFLECT_MAX_STEPS)
     rejected = queue.recent_rejections(view.agent)
@@ -526,6 +528,20 @@ def describe_conflict(c: Checked) -> str:
             f"=== changes to {p.shown} since (version {p.base_version} -> {now}) ===\n{theirs}")
 
 
+# After ``QUEUED_BY``: an edit an approval rule (or the unattended policy) queued in a
+# memagent session of its own (``memagent chat``, ``memagent run``), not an MCP client's.
+MEMAGENT_PREFIX = "memagent "
+
+
+def queued_by(client: str) -> str:
+    """Who queued a write, for people: ``memagent run``, ``integration X``, ``MCP client X``."""
+    if client.startswith(MEMAGENT_PREFIX):
+        return client
+    if client.startswith(INTEGRATION_PREFIX):
+        return f"integration {client[len(INTEGRATION_PREFIX):]}"
+    return f"MCP client {client}"
+
+
 class Review:
     """The review queue of one agent: check, approve, reject."""
 
@@ -568,6 +584,12 @@ class Review:
         return Checked(p, "conflict", version, None, unified_diff(p.before, p.after, p.shown, p.shown), why,
                        since=unified_diff(p.before, current, p.shown, p.shown))
 
+    def source(self, p: Proposal) -> str:
+        """Where a proposal came from, for a list: ``reflect run 7``, or who queued the write
+        (a queued write has no run of its own to name)."""
+        client = self._client(p)
+        return f"reflect run {p.run_id}" if client is None else f"queued by {queued_by(client)}"
+
     def can_repropose(self, p: Proposal) -> bool:
         """Only a reflection run can redo a proposal; an MCP client's queued write cannot."""
         return self._client(p) is None
@@ -583,6 +605,9 @@ class Review:
         """Where the applied revision says the change came from: the reflection run and
         its threads, or the MCP client whose write was queued."""
         client = self._client(p)
+        if client is not None and client.startswith(MEMAGENT_PREFIX):
+            # Queued by an approval rule (or unattended) in `memagent chat` or `memagent run`.
+            return Origin("chat", detail=f"{client}, queued as proposal #{p.id}"[:300])
         if client is not None and client.startswith(INTEGRATION_PREFIX):
             # An integration's queued change (``integrations/_folder.py``), not an MCP client's.
             adapter = client[len(INTEGRATION_PREFIX):]
@@ -597,9 +622,7 @@ class Review:
         threads = ", ".join(t[:8] for t in p.threads)
         client = self._client(p)
         if client is not None:
-            who = (f"integration {client[len(INTEGRATION_PREFIX):]}" if client.startswith(INTEGRATION_PREFIX)
-                   else f"MCP client {client}")
-            note = f"proposal #{p.id}, a write queued by {who}"
+            note = f"proposal #{p.id}, a write queued by {queued_by(client)}"
         else:
             note = f"proposal #{p.id} from reflect run {p.run_id}" + (f" (threads {threads})" if threads else "")
         if c.state == "rebased":

@@ -363,7 +363,7 @@ def test_chat_review_shows_a_conflict_and_leaves_it_pending(store: SqlStore) -> 
                             threads=ThreadStore(store.engine))
     assert session.run() == 0
     shown = stdout.getvalue()
-    assert f"conflict in proposal #{pid}" in shown and "+2. Reply in English." in shown
+    assert f"CONFLICT in proposal #{pid}" in shown and "+2. Reply in English." in shown
     assert "-- Reply in English." in shown and "Review done: 0 applied" in shown
     assert [p.id for p in ProposalStore(store.engine).pending("a")] == [pid]
     assert view.read("/AGENTS.md").content == NUMBERED_NOW
@@ -380,7 +380,7 @@ def test_chat_review_asks_about_a_conflict(store: SqlStore, answer: str, left: i
                             threads=ThreadStore(store.engine))
     assert session.run() == 0
     shown = stdout.getvalue()
-    assert f"conflict in proposal #{pid}" in shown and "[r]e-propose, [d]iscard or [s]kip?" in shown
+    assert f"CONFLICT in proposal #{pid}" in shown and "[r]e-propose, [d]iscard or [s]kip?" in shown
     assert len(ProposalStore(store.engine).pending("a")) == left
     assert view.read("/AGENTS.md").content == NUMBERED_NOW
 

@@ -314,13 +314,13 @@ def test_reflect_and_review_through_the_command(api: FakeMessagesAPI, home_store
     assert run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode() == AGENTS
 
     p = run("chat", "bot", stdin="", env=model_env(api))
-    assert p.returncode == 0 and "1 memory proposal from reflection waiting for review: type /review" in out(p)
+    assert p.returncode == 0 and "1 memory edit waiting for review: type /review" in out(p)
     p = run("review", "bot", "--list")
     assert p.returncode == 0 and "edit   /AGENTS.md" in out(p) and tid[:8] in out(p)
     p = run("review", "bot", stdin="maybe\ny\n")
     assert p.returncode == 0, err(p)
     assert "reason: asked for bullets twice" in out(p) and "+- Use bullet points for every summary." in out(p)
-    assert "answer y, n, n: <feedback> or a" in out(p)
+    assert "Please answer y, n, n: <feedback>, or a." in out(p) and "[a]lways" in out(p)
     assert "1 applied, 0 rejected, 0 dropped as stale, 0 pending" in out(p)
     assert run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode() == RULE
     log = out(run("fs", "log", "/AGENTS.md", "-a", "bot")).splitlines()

@@ -37,7 +37,9 @@ from memagent.agent.mcp.client import McpHub
 from memagent.agent.model import Model, ModelError, ModelRequest, ModelResponse
 from memagent.agent.model.base import TextCallback
 from memagent.agent.tools import ChangeLog, MemoryTools
+from memagent.agent.tools.memory import agent_rules
 from memagent.agent.tools.mcp import McpTools
+from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
@@ -211,6 +213,8 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     ``context_budget`` (tokens) caps each request (default: ``context.DEFAULT_BUDGET``).
     """
     gate = Gate(ui.approver, yolo=yolo)
+    # The agent's approval rules decide before the gate; chat says which rule decided.
+    rules = agent_rules(view, ProposalStore(threads.engine), by="memagent chat", heard=ui.info)
     ui.memory_paths = lambda: view.glob("**", "/")
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)
@@ -218,7 +222,7 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     try:
         agent = build_agent(view, ShownText(model), gate=gate, threads=threads, thread_id=thread_id,
                             hooks=ui.hooks(), max_steps=max_steps, model_factory=shown, mcp_hub=hub,
-                            warn=ui.error)
+                            warn=ui.error, rules=rules)
     except BaseException:
         hub.close()
         raise

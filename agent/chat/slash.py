@@ -26,7 +26,7 @@ from memagent.agent.tools.mcp import render_report
 from memagent.validators import check_name, read_frontmatter, validate
 from memagent.vfs.errors import NotFound, ValidationFailed, VfsError
 from memagent.vfs.render import human_size, render_log, when
-from memagent.vfs.types import Origin
+from memagent.vfs.types import Change, Origin
 
 if TYPE_CHECKING:
     from memagent.agent.chat.session import Session
@@ -281,46 +281,36 @@ def _ask_reopen(session: Session) -> bool:
         session.ui.info("Please answer e (edit again) or d (discard).")
 
 
-@command("/review", "", "review memory edits proposed by background reflection (memagent reflect)")
+@command("/review", "", "review the memory edits waiting in the queue (reflect, memagent run, mcp serve)")
 def review(session: Session, arg: str) -> None:
-    from memagent.agent.reflection import Checked, Resolution, Review, describe_conflict
-    from memagent.agent.reflection import review as run_review
+    from memagent.agent.chat.review import work_through
     from memagent.vfs.proposals import ProposalStore
 
     queue = ProposalStore(session.threads.engine)
     if not queue.count_pending(session.view.agent):
-        session.ui.info("No proposals waiting for review (`memagent reflect` makes them).")
+        session.ui.info("No proposals waiting for review (`memagent reflect`, `memagent run` and "
+                        "`memagent mcp serve --approval queue` make them).")
         return
-    review_ = Review(session.view, queue)
 
-    def resolve(c: Checked) -> Resolution:
-        # A conflict is never applied: the person re-proposes it (a reflection run's only),
-        # discards it, or leaves it pending.
-        p = c.proposal
-        session.ui.info(f"conflict in proposal #{p.id} ({p.op} {p.shown}), not applied:\n"
-                        + describe_conflict(c))
-        can = review_.can_repropose(c.proposal)
-        question = "[r]e-propose, [d]iscard or [s]kip?" if can else "[d]iscard or [s]kip?"
-        while True:
-            answer = (session.ui.read_text(question) or "s").strip().lower()[:1]
-            if answer == "r" and can:
-                return "repropose"
-            if answer == "d":
-                return "discard"
-            if answer == "s":
-                return "skip"
-            session.ui.info("Please answer " + ("r, d or s." if can else "d or s."))
-
-    summary = run_review(session.view, queue, session.ui.confirm, on_log=session.ui.info, resolve=resolve)
-    for _, change in summary.applied:
+    def applied(change: Change) -> None:
         session.log.record(change)
         # The model's idea of the file is now stale: make it read the file again.
         session.memory.seen.pop(change.path, None)
-    left = queue.count_pending(session.view.agent)
-    session.ui.info(f"Review done: {len(summary.applied)} applied, {len(summary.rejected)} rejected, "
-                    f"{len(summary.dropped)} dropped as stale"
-                    + (f", {len(summary.reproposed)} re-proposed" if summary.reproposed else "")
-                    + f", {left} pending.")
+
+    work_through(session.ui, session.view, queue, on_applied=applied)
+
+
+@command("/approval", "", "the agent's approval rules, in the order they are tried (memagent approval)")
+def approval(session: Session, arg: str) -> None:
+    from memagent.vfs.approval_rules import RuleBook
+
+    rules = RuleBook(session.view.store, session.view.agent).rules()
+    if session.gate.yolo:
+        session.ui.info("yolo is on: the rules are not applied until /yolo turns it off.")
+    for n, rule in enumerate(rules, 1):
+        session.ui.info(f"{n:>3}  {rule}")
+    session.ui.info(("No rules" if not rules else "No rule matches") + ": memory edits ask you here. Change them "
+                    f"with `memagent approval add|rm {session.view.agent} ...`; the model cannot.")
 
 
 # -- tools and subagents --------------------------------------------------------------

@@ -124,11 +124,10 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
 
     waiting = ProposalStore(ctx.store.engine).count_pending(view.agent)
     if waiting:
-        notes.append(f"{waiting} memory proposal{'s' if waiting != 1 else ''} from reflection waiting "
-                     "for review: type /review")
+        notes.append(f"{waiting} memory edit{'s' if waiting != 1 else ''} waiting for review: type /review")
     ui.header([
         f"memagent · agent {view.agent} · model {name} · {where}"
-        + (" · yolo: edits are not asked" if yolo else ""),
+        + (" · yolo: edits are not asked, approval rules are off" if yolo else ""),
         ui.input_hint,
         *notes,
     ])

@@ -47,6 +47,11 @@ def agents_cmd(ctx: Ctx) -> None:
     if not names:
         click.echo("No agents yet; create one with `memagent init NAME`.")
         return
+    from memagent.vfs.proposals import ProposalStore
+
+    queue = ProposalStore(store.engine)
     for name in names:
         n = len(store.all_files(scope_name("agent", name)))
-        click.echo(f"{name}  ({n} file{'s' if n != 1 else ''})")
+        waiting = queue.count_pending(name)
+        review = f", {waiting} edit{'s' if waiting != 1 else ''} waiting for review" if waiting else ""
+        click.echo(f"{name}  ({n} file{'s' if n != 1 else ''}{review})")

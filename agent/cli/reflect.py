@@ -7,9 +7,10 @@ Invariants:
   nothing to do (no new conversation, or another run of the same agent kept the lock
   past ``--wait``). It prints one line per proposal and one summary line, never
   asks anything, and needs no terminal.
-- ``review`` asks about each pending proposal (its diff, reason and origin) and
-  reads the answers line by line (``y``, ``n``, ``n: feedback``, ``a`` = approve
-  this and all the rest); end of input stops, leaving the rest pending. A proposal
+- ``review`` asks about each pending proposal (its diff, reason and origin) through
+  the chat's UI, as ``/review`` does (``agent/chat/review.py``: one panel, one wording),
+  reading the answers line by line from a pipe (``y``, ``n``, ``n: feedback``,
+  ``a`` = always: this and all the rest); end of input stops, leaving the rest pending. A proposal
   whose file changed is re-based onto whole, unchanged lines and shown as such;
   otherwise it is a conflict: both sides are shown and the answer is ``r``
   (re-propose: the next ``reflect`` redoes it against the file as it is now), ``d``
@@ -109,19 +110,19 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
 @click.pass_obj
 @handled
 def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
-    """Approve or reject the memory edits that `memagent reflect` proposed.
+    """Approve or reject the memory edits waiting for review (reflect, run, mcp serve).
 
     \b
-    Each proposal shows its diff, reason and origin; answer
-    y = approve, n = reject, n: <feedback> = reject and say why (the next
-    reflect run reads it), a = approve this one and all the rest.
+    Each proposal shows its diff, reason and origin, as /review in chat does;
+    answer y = approve, n = reject, n: <feedback> = reject and say why (the next
+    reflect run reads it), a = always: approve this one and all the rest.
     A proposal whose file changed in the lines it touches is a conflict: both
     sides are shown; r = re-propose (the next reflect run redoes it against the
     file as it is now), d = discard, s = skip. A conflict is never applied.
     """
-    from memagent.agent.gate import Decision
-    from memagent.agent.reflection import Checked, Resolution, Review, describe_conflict, review
-    from memagent.agent.tools import ApprovalRequest
+    from memagent.agent.chat.review import work_through
+    from memagent.agent.chat.ui import make_ui
+    from memagent.agent.reflection import Review
     from memagent.vfs.proposals import ProposalStore
 
     view = ctx.view(agent)
@@ -141,65 +142,15 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
                 "conflict": "  [CONFLICT: file changed; re-propose or discard]", "stale": "  [already applied]"}
         for p in pending:
             threads = ", ".join(t[:8] for t in p.threads)
-            echo(f"#{p.id}  {p.op:<6} {p.shown}  run {p.run_id}" + (f"  threads {threads}" if threads else "")
-                       + (f"  — {p.reason}" if p.reason else "") + tags[reviewer.check(p).state])
+            echo(f"#{p.id}  {p.op:<6} {p.shown}  {reviewer.source(p)}" + (f"  threads {threads}" if threads else "")
+                 + (f"  — {p.reason}" if p.reason else "") + tags[reviewer.check(p).state])
         echo(f"{len(pending)} pending; `memagent review {view.agent}` to decide.")
         return
     echo(f"{len(pending)} proposal(s) waiting for review for agent {view.agent!r}.")
-    interactive = sys.stdin.isatty()
-
-    def decide(request: ApprovalRequest) -> Decision:
-        echo(f"--- {request.note.splitlines()[0]}: {request.op} {request.path} ---")
-        for extra in request.note.splitlines()[1:]:
-            echo(f"note: {extra}")
-        if request.reason:
-            echo(f"reason: {request.reason}")
-        echo(request.diff.rstrip("\n"))
-        echo("---")
-        while True:
-            echo("Approve? [y]es / [n]o / n: feedback / [a]ll ", nl=not interactive)
-            line = sys.stdin.readline()
-            if not line:
-                raise EOFError
-            answer = line.strip()
-            decision = Decision.parse("a" if answer.lower() == "all" else answer)
-            if decision is not None:
-                return decision
-            echo("answer y, n, n: <feedback> or a")
-
-    def resolve(c: Checked) -> Resolution:
-        p = c.proposal
-        redo = reviewer.can_repropose(p)
-        echo(f"--- CONFLICT in proposal #{p.id}: {p.op} {p.shown} (not applied) ---")
-        if p.reason:
-            echo(f"reason: {p.reason}")
-        echo(describe_conflict(c))
-        echo("---")
-        choices: dict[str, Resolution] = {"d": "discard", "discard": "discard", "s": "skip", "skip": "skip"}
-        if redo:
-            choices |= {"r": "repropose", "re-propose": "repropose", "repropose": "repropose"}
-        ask = ("[r]e-propose (the next reflect redoes it) / [d]iscard / [s]kip " if redo
-               else "[d]iscard (an MCP client's write; it can write again) / [s]kip ")
-        while True:
-            echo(ask, nl=not interactive)
-            line = sys.stdin.readline()
-            if not line:
-                raise EOFError
-            choice = choices.get(line.strip().lower())
-            if choice is not None:
-                return choice
-            echo("answer r, d or s" if redo else "answer d or s")
-
-    try:
-        summary = review(view, queue, decide, on_log=echo, resolve=resolve)
-    except EOFError:
-        left = Review(view, queue).pending()
-        echo(f"end of input: {len(left)} proposal(s) left pending")
-        return
-    remaining = len(Review(view, queue).pending())
-    redone = f"{len(summary.reproposed)} re-proposed, " if summary.reproposed else ""
-    echo(f"{len(summary.applied)} applied, {len(summary.rejected)} rejected, "
-               f"{len(summary.dropped)} dropped as stale, {redone}{remaining} pending")
+    # The chat's own UI: the same approval panel and wording as /review (a terminal
+    # gets the coloured box; a pipe the plain block, answers read line by line).
+    ui = make_ui(commands={}, history_path=None)
+    work_through(ui, view, queue)
 
 
 @click.command("remember")

@@ -55,6 +55,7 @@ from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, sc
 from memagent.vfs import writes
 from memagent.vfs.approval_rules import TOOL_OF_OP, Action, Match, RuleBook
 from memagent.vfs.errors import StaleVersion
+from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.render import render_ls, render_numbered
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
@@ -217,6 +218,14 @@ class RuledApproval:
         if found.action == "ask" and self.unattended is not None:
             return Match(self.unattended, found.rule, found.number)
         return found
+
+
+def agent_rules(view: AgentView, proposals: ProposalStore, *, by: str, unattended: Action | None = None,
+                heard: Callable[[str], None] | None = None) -> RuledApproval:
+    """The approval rules of ``view``'s agent, queueing into its review queue as ``by``
+    (``memagent chat``, ``memagent run``, an MCP client: what review shows)."""
+    return RuledApproval(RuleBook(view.store, view.agent), writes.queue(proposals, view.agent, by=by),
+                         unattended, heard)
 
 
 class MemoryTools:
