@@ -38,9 +38,11 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.live import Live
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.status import Status
@@ -133,23 +135,47 @@ def _history(path: Path | None) -> History:
     return FileHistory(str(path))
 
 
-def diff_text(diff: str) -> Text:
-    """A unified diff, coloured line by line (control characters in it made visible)."""
-    out = Text()
-    for line in shown(diff).splitlines():
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("@@"):
-            style = "cyan"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        else:
-            style = ""
-        out.append(line + "\n", style=style)
-    out.rstrip()
-    return out
+def _diff_style(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "bold"
+    if line.startswith("@@"):
+        return "cyan"
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    return ""
+
+
+class DiffText:
+    """A unified diff, coloured line by line (control characters in it made visible).
+
+    A line wider than the space it gets wraps with its ``+``/``-``/`` `` marker repeated
+    at the start of every continuation, so under NO_COLOR too a wrapped part of an added
+    line never reads as context, nor context as an addition.
+    """
+
+    def __init__(self, diff: str) -> None:
+        self.lines = shown(diff).splitlines()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((cell_len(line) for line in self.lines), default=1)
+        return Measurement(min(widest, 8), widest).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(options.max_width, 2)
+        for line in self.lines:
+            style = _diff_style(line)
+            marked = line[:1] in ("+", "-", " ") and not line.startswith(("+++", "---"))
+            marker, body = (line[:1], line[1:]) if marked else ("", line)
+            parts = Text(body).wrap(console, width - len(marker), overflow="fold") if body else [Text()]
+            for part in parts:
+                # One style for marker and text: one coloured run, as a terminal shows a diff line.
+                yield Text(marker + part.plain, style=style)
+
+
+def diff_text(diff: str) -> DiffText:
+    return DiffText(diff)
 
 
 def stable_prefix(text: str) -> int:
@@ -318,7 +344,7 @@ class TerminalUI(UI):
     def confirm(self, request: ApprovalRequest) -> Decision:
         self._end_line()
         subtitle = "new file" if request.new_file and request.op != "tool" else None
-        body: Text | Group = (diff_text(request.diff) if request.op != "tool"
+        body: DiffText | Text | Group = (diff_text(request.diff) if request.op != "tool"
                               else Text(shown(request.diff.rstrip("\n"))))
         if request.reason:
             body = Group(Text(f"reason: {shown(request.reason)}", style="bold"), body)

@@ -1,0 +1,251 @@
+"""Issue 29, the terminal's second pass (part B): what the command line and the
+approval panel show. Each case runs the real ``memagent`` command: through the CLI
+(a subprocess, stdout and stderr as a person sees them), and the approval panel in a
+pseudo-terminal 80 columns wide against ``FakeMessagesAPI``."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.fake_messages_api import FakeMessagesAPI
+from memagent.agent.cli import config
+from memagent.agent.model.anthropic_client import AnthropicModel
+from memagent.agent.model.providers import openai_compat
+from memagent.vfs import SqlStore, open_store
+from memagent.vfs.globbing import compile_glob, glob_matcher
+from memagent.vfs.regexsets import unambiguous
+from memagent.vfs.scopes import AgentView
+from tests.cli_helpers import MEMAGENT, err, out, run
+from tests.pty_helpers import Screen
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+pytestmark = pytest.mark.usefixtures("chat_env")
+
+
+@pytest.fixture
+def bot() -> Iterator[SqlStore]:
+    """Agent ``bot`` in the database the CLI uses (MEMAGENT_HOME's SQLite file)."""
+    s = open_store(config.db_url())
+    s.create_agent("bot", {"/AGENTS.md": "", "/notes/[ab.md": "a [x\nb\n", "/notes/plain.md": "hi\n"})
+    yield s
+    s.close()
+
+
+def keyed(api: FakeMessagesAPI) -> dict[str, str]:
+    return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.base_url}
+
+
+# -- 1: --help -------------------------------------------------------------------------------
+
+
+def test_help_shows_the_quick_start_line_by_line_within_80_columns() -> None:
+    p = run("--help", env={"COLUMNS": "80"})
+    assert p.returncode == 0, err(p)
+    text = out(p)
+    assert "\\b" not in text and "\b" not in text
+    lines = text.splitlines()
+    start = lines.index("  Quick start:")
+    # Each example is a line of its own, as written (click did not re-wrap them).
+    assert lines[start + 1].strip().startswith("memagent init myagent")
+    assert lines[start + 2].strip().startswith("memagent chat myagent")
+    assert lines[start + 4].strip() == 'echo "Use bullet points." | memagent fs write /AGENTS.md'
+    assert max(len(line) for line in lines) <= 80, text
+
+
+def test_tools_help_is_dedented_and_ends_with_the_example() -> None:
+    p = run("tools", "--help", env={"COLUMNS": "80"})
+    assert p.returncode == 0, err(p)
+    text = out(p)
+    assert "\n  Every declared server is started" in text  # the docstring's own indent is gone
+    assert "tools     each" not in text
+    assert '\n  {\n    "mcp_servers": {' in text
+
+
+# -- 3: commands that need a model ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["reflect", "bot"], ["remember", "bot", "Use short answers."]])
+def test_reflect_and_remember_without_a_key_say_what_to_set_for_themselves(
+        bot: SqlStore, command: list[str]) -> None:
+    p = run(*command)
+    assert p.returncode == 1
+    assert err(p).strip() == ("memagent: no API key: set one with `export ANTHROPIC_API_KEY=...` and run "
+                              f"`memagent {command[0]}` again")
+    # ...and the README does not claim they work without a model.
+    assert "`memagent chat`, `reflect` and `remember` need a model" in README
+    assert "every other command works without one" in README
+
+
+# -- 4: retries --------------------------------------------------------------------------------
+
+
+def test_readme_states_the_retry_count_the_providers_use() -> None:
+    said = re.search(r"is tried up to (\d+) times in all", " ".join(README.split()))
+    assert said is not None, "README's sentence about failed requests is gone"
+    anthropic_retries = inspect.signature(AnthropicModel.__init__).parameters["max_retries"].default
+    assert int(said.group(1)) == anthropic_retries + 1 == openai_compat.DEFAULT_MAX_RETRIES + 1
+    assert "is sent once" not in README
+
+
+# -- 5: no FutureWarning for "[[" ----------------------------------------------------------------
+
+
+def test_glob_and_grep_with_nested_brackets_print_no_warning(bot: SqlStore) -> None:
+    p = run("fs", "glob", "-a", "bot", "**/[[a-z]*.md")
+    assert (p.returncode, err(p)) == (0, "")
+    assert out(p).split() == ["/notes/[ab.md", "/notes/plain.md"]  # not /AGENTS.md: A is not in [a-z]
+    p = run("fs", "grep", "-a", "bot", "[[x]")
+    assert (p.returncode, err(p)) == (0, "")
+    assert out(p).strip() == "/notes/[ab.md:1:a [x"
+    p = run("fs", "grep", "-a", "bot", "-c", "[a&&b]")
+    assert (p.returncode, err(p)) == (0, "")
+    assert out(p).strip() == "/notes/[ab.md:2"
+
+
+def test_grep_with_nested_brackets_on_each_database(backend_url: str) -> None:
+    # Postgres filters with its own translation of the pattern (vfs/regexfilter.py).
+    s = open_store(backend_url)
+    s.create_agent("bot", {"/AGENTS.md": "", "/notes/n.md": "a [x\nb\n"})
+    s.close()
+    p = run("--db", backend_url, "fs", "grep", "-a", "bot", "[[x]")
+    assert (p.returncode, err(p), out(p)) == (0, "", "/notes/n.md:1:a [x\n")
+
+
+@pytest.mark.parametrize("pattern", [
+    "[[a]", "[[a-z]*", "[^[]", "[]a[]", "[a&&b]", "[a||b]", "[a~~b]", "[+--]", "[a--]", "[--a]",
+    "x[[y]|[[z]", r"\[[[]", "(?#[[)[[q]", "(?x)[[a] # [[b", "[\\]]", "a[", "[[", "([[a]",
+])
+def test_unambiguous_means_exactly_the_same(pattern: str) -> None:
+    import re._parser as sre_parse
+
+    rewritten = unambiguous(pattern, re.MULTILINE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            before = sre_parse.parse(pattern, re.MULTILINE)
+        except re.error:
+            assert rewritten == pattern  # the caller's compile reports it, as before
+            return
+    assert repr(sre_parse.parse(rewritten, re.MULTILINE).data) == repr(before.data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sre_parse.parse(rewritten, re.MULTILINE)  # nothing to warn about any more (re.compile caches)
+
+
+def test_glob_classes_with_brackets_match_as_before() -> None:
+    for glob, path, expected in [("[[a-z]*.md", "[x.md", True), ("[[a-z]*.md", "q.md", True),
+                                 ("[[a-z]*.md", "Q.md", False), ("[!a[]*", "[b", False)]:
+        assert bool(compile_glob(glob).match(path)) is expected
+        assert glob_matcher(glob).match(path) is expected
+
+
+def test_grep_refuses_a_posix_class_with_the_python_spelling(bot: SqlStore) -> None:
+    p = run("fs", "grep", "-a", "bot", "[[:space:]]x")
+    assert p.returncode == 1
+    assert err(p).strip() == ("memagent: grep pattern '[[:space:]]x' uses the POSIX class [:space:], which "
+                              "Python regular expressions do not have; write \\s instead")
+
+
+# -- 6: memagent tools -------------------------------------------------------------------------------
+
+
+def test_tools_names_a_remote_server_by_its_url_once(bot: SqlStore) -> None:
+    tools = {"mcp_servers": {"docs": {"type": "http", "url": "http://127.0.0.1:9/mcp"}},
+             "tools": [{"server": "docs", "name": "get_page"}]}
+    AgentView(bot, "bot").write("/tools.json", json.dumps(tools), author="cli", approval="cli")
+    p = run("tools", "bot", "--timeout", "5")
+    assert p.returncode == 0, err(p)
+    assert "\n  http: http://127.0.0.1:9/mcp\n" in out(p)
+    p = run("tools", "bot", "--timeout", "5", "--json")
+    assert json.loads(out(p))["servers"][0]["where"] == "http://127.0.0.1:9/mcp"
+
+
+# -- 9: validation errors, thread ids, fs grep -n ---------------------------------------------------
+
+
+def test_the_frontmatter_example_is_indented_under_its_message(bot: SqlStore) -> None:
+    p = run("fs", "write", "-a", "bot", "/skills/x/SKILL.md", stdin="no frontmatter\n")
+    assert p.returncode == 1
+    lines = err(p).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.endswith("For example:"))
+    example = lines[at + 1:]
+    assert example[0] == "    ---" and example[1] == "    name: x"
+    assert all(line.startswith("    ") for line in example if line), err(p)
+
+
+def test_an_unknown_thread_points_to_a_command_that_exists_here(api: FakeMessagesAPI, bot: SqlStore) -> None:
+    api.enqueue_text("hello back")
+    p = run("chat", "bot", stdin="hello there, bot\n", env=keyed(api))
+    assert p.returncode == 0, err(p)
+    p = run("chat", "bot", "--thread", "zz", env=keyed(api))
+    assert p.returncode == 1
+    assert err(p).strip() == ("memagent: no thread of agent 'bot' matches id 'zz'; `memagent threads bot` "
+                              "lists them (/threads in chat)")
+    # ...and that command lists the thread, with the id --thread takes.
+    p = run("threads", "bot")
+    assert p.returncode == 0, err(p)
+    first, last = out(p).splitlines()
+    tid = first.split()[0]
+    assert "1 message" in first or "2 messages" in first, first
+    assert last == "Continue one with `memagent chat bot --thread ID`."
+    api.enqueue_text("still here")
+    p = run("chat", "bot", "--thread", tid, stdin="and again\n", env=keyed(api))
+    assert p.returncode == 0, err(p)
+    assert f"thread {tid} resumed" in out(p)
+
+
+def test_threads_of_an_agent_without_any() -> None:
+    store = open_store(config.db_url())
+    store.create_agent("quiet")
+    store.close()
+    p = run("threads", "quiet")
+    assert (p.returncode, out(p).strip()) == (0, "Agent quiet has no threads yet; `memagent chat quiet` starts one.")
+
+
+@pytest.mark.parametrize("flags", [["-n"], ["-rn"], ["-R"], ["--line-number"]])
+def test_fs_grep_takes_greps_habits(bot: SqlStore, flags: list[str]) -> None:
+    plain = run("fs", "grep", "-a", "bot", "hi")
+    p = run("fs", "grep", *flags, "-a", "bot", "hi")
+    assert (p.returncode, err(p)) == (0, "")
+    assert out(p) == out(plain) == "/notes/plain.md:1:hi\n"
+
+
+# -- 9: the approval panel at 80 columns ---------------------------------------------------------------
+
+
+def test_a_wrapped_diff_line_keeps_its_marker_at_80_columns(api: FakeMessagesAPI, bot: SqlStore) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    if sys.platform == "win32":  # pragma: no cover
+        pytest.skip("needs a POSIX pseudo-terminal")
+    long_line = " ".join(f"word{i:02d}" for i in range(40))  # about 280 columns
+    api.enqueue_tool_use("write_file", {"file_path": "/notes/long.md", "content": f"short\n{long_line}\n"})
+    api.enqueue_text("saved")
+    env = {**os.environ, **keyed(api), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    screen = Screen(pexpect.spawn(MEMAGENT, ["chat", "bot"], env=env, dimensions=(50, 80),
+                                  encoding="utf-8", timeout=30))
+    pos = screen.wait_for("bot>")
+    screen.type("keep this")
+    start = screen.wait_for("Approve?", after=pos)
+    panel = screen.text[pos:start]
+    rows = [row for row in panel.split("\n") if "word" in row]
+    assert len(rows) >= 4, panel  # the line did wrap
+    assert all(row.startswith("│ +word") for row in rows), panel
+    assert all(len(row) <= 80 for row in rows), panel
+    # Every word is on screen once, in order: wrapping lost nothing.
+    words = [w for row in rows for w in re.findall(r"word\d\d", row)]
+    assert words == [f"word{i:02d}" for i in range(40)]
+    screen.type("y")
+    screen.wait_for("saved", after=start)
+    screen.child.sendeof()
+    assert screen.finish() == 0
+    assert AgentView(bot, "bot").read("/notes/long.md").content == f"short\n{long_line}\n"
