@@ -31,14 +31,17 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
                 hooks: Hooks | None = None, max_steps: int = DEFAULT_MAX_STEPS,
                 model_factory: Callable[[str], Model] | None = None,
                 log: ChangeLog | None = None, mcp_hub: McpHub | None = None,
-                warn: Warn | None = None, rules: RuledApproval | None = None) -> Agent:
+                warn: Warn | None = None, rules: RuledApproval | None = None,
+                mcp_background: bool = False) -> Agent:
     """An agent over ``view`` with the file tools and ``task``; edits ask ``gate``
     (default: a new ``Gate(approve, yolo=yolo)``). With ``mcp_hub``, also the MCP
-    tools of ``/tools.json`` (connected now; ``warn`` hears about servers that fail).
+    tools of ``/tools.json`` (connected now, or with ``mcp_background`` started behind
+    the caller's back; ``warn`` hears about servers that fail).
     ``rules``: the agent's approval rules, applied before the gate by the file tools,
     the MCP tools and every subagent's file tools."""
     gate = gate if gate is not None else Gate(approve, yolo=yolo)
-    mcp = McpTools(view, mcp_hub, gate, warn=warn, rules=rules) if mcp_hub is not None else None
+    mcp = (McpTools(view, mcp_hub, gate, warn=warn, rules=rules, background=mcp_background)
+           if mcp_hub is not None else None)
     memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None, rules=rules)
     agent: Agent | None = None
 

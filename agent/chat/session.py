@@ -14,14 +14,20 @@ Invariants:
   ``/redo`` read it.
 - A typed message's ``@path`` tokens attach those memory files (``attach``); the
   person is told what was attached, and the model may then edit those versions.
-- The MCP servers of ``/tools.json`` are connected when the session is built (a
-  failure is a one-line warning) and stopped when ``run`` returns, however it
-  returns (``/exit``, end of input, an exception), so no server process outlives
-  the session.
+- The MCP servers of ``/tools.json`` are started when the session is built and
+  stopped when ``run`` returns, however it returns (``/exit``, end of input, an
+  exception), so no server process outlives the session; stopping one that hangs
+  does not wait for it. At a terminal (``ui.interactive``) the prompt does not
+  wait for them: one line names the servers still starting, and a line says when
+  each is ready or has failed (above the waiting prompt, else before the next
+  prompt or model request); a request goes with the tools of the servers ready by
+  then and says which it went without (``tools.mcp``). A script or a pipe waits
+  for them before its first request (a failure is a one-line warning).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,8 +43,8 @@ from memagent.agent.mcp.client import McpHub
 from memagent.agent.model import Model, ModelError, ModelRequest, ModelResponse
 from memagent.agent.model.base import TextCallback
 from memagent.agent.tools import ChangeLog, MemoryTools
-from memagent.agent.tools.memory import agent_rules
 from memagent.agent.tools.mcp import McpTools
+from memagent.agent.tools.memory import agent_rules
 from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
@@ -88,7 +94,19 @@ class Session:
 
     def close(self) -> None:
         """Stop the MCP servers this session started (bounded in time; idempotent)."""
+        mcp = self.mcp
+        if mcp is not None:
+            mcp.on_event = None  # a server stopped now is not news
         self.hub.close()
+
+    def show_mcp_events(self) -> None:
+        """The lines about MCP servers that became ready or failed since last shown."""
+        mcp = self.mcp
+        for text, failed in mcp.events() if mcp is not None else []:
+            if failed:
+                self.ui.error(text)
+            else:
+                self.ui.note(text)
 
     @property
     def memory(self) -> MemoryTools:
@@ -150,6 +168,7 @@ class Session:
 
     def _loop(self) -> int:
         while not self.done and not self.ui.closed:
+            self.show_mcp_events()
             try:
                 line = self.ui.read_input(self.prompt())
             except KeyboardInterrupt:
@@ -219,10 +238,15 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)
     hub = McpHub()
+    if ui.interactive:
+        # Servers start once the first prompt is up: the SDK's import would hold the
+        # interpreter for most of a second the prompt should have.
+        hub.hold()
+        ui.when_prompt_up.append(lambda: _after(PROMPT_DRAWN, hub.release))
     try:
         agent = build_agent(view, ShownText(model), gate=gate, threads=threads, thread_id=thread_id,
                             hooks=ui.hooks(), max_steps=max_steps, model_factory=shown, mcp_hub=hub,
-                            warn=ui.error, rules=rules)
+                            warn=ui.error, rules=rules, mcp_background=ui.interactive)
     except BaseException:
         hub.close()
         raise
@@ -231,4 +255,44 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     agent.hooks.on_notice = ui.note
     for warning in agent.prompt.build().warnings:
         ui.note(warning)
-    return Session(ui, agent, threads, gate, hub=hub)
+    session = Session(ui, agent, threads, gate, hub=hub)
+    mcp = session.mcp
+    if mcp is not None:
+        _follow_mcp(session, mcp)
+    return session
+
+
+# Seconds between the first prompt's start and the servers' start, so it is drawn
+# before the SDK's import competes with it (as for the model client).
+PROMPT_DRAWN = 0.2
+
+
+def _after(seconds: float, action: Callable[[], None]) -> None:
+    timer = threading.Timer(seconds, action)
+    timer.daemon = True
+    timer.start()
+
+
+def _follow_mcp(session: Session, mcp: McpTools) -> None:
+    """Say which servers are starting, and when each is ready or failed."""
+    ui, hooks = session.ui, session.agent.hooks
+    mcp.note = ui.note
+    # From the hub's thread: shown above the waiting prompt, or queued until the
+    # next prompt or model request (``show_mcp_events``).
+    def wake() -> None:
+        ui.above_prompt(session.show_mcp_events)  # False: shown at the next safe point
+
+    mcp.on_event = wake
+    model_start = hooks.on_model_start
+
+    def on_model_start() -> None:
+        session.show_mcp_events()
+        model_start()
+
+    hooks.on_model_start = on_model_start
+    starting = mcp.starting()
+    if starting:
+        plural = "s" if len(starting) > 1 else ""
+        ui.note(f"MCP server{plural} starting: {', '.join(starting)} (the prompt does not wait; "
+                f"a line says when {'each is' if plural else 'it is'} ready; /tools shows the state)")
+    session.show_mcp_events()

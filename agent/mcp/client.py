@@ -13,6 +13,11 @@ Invariants:
   refused) is a ``ServerState`` with status ``failed`` and a one-line ``reason``,
   never an exception out of the hub. One that dies mid-session is marked failed
   at its first failing call.
+- ``start`` returns at once: a server is ``starting`` until it has listed its tools
+  or failed, and ``on_settled`` hears its name once, on the hub's thread, when it
+  gets there. ``connect`` is ``start`` plus ``wait`` for those servers. Only a call
+  of a starting server's tool (``call``) and an explicit ``wait`` wait for it, and
+  only for that server, never past its start-up deadline.
 - Every server process the hub starts is stopped by ``close`` (also run at
   interpreter exit): stdin closed, then the SDK's SIGTERM/SIGKILL of the process
   group. Servers run in their own session, so a Ctrl-C at the terminal reaches
@@ -33,7 +38,7 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -53,7 +58,8 @@ MAX_TOOL_PAGES = 20
 MAX_TOOLS = 1000
 MAX_DESCRIPTION_CHARS = 4000
 
-Status = Literal["connected", "failed", "disabled"]
+Settled = Callable[[str], None]
+Status = Literal["connected", "starting", "failed", "disabled"]
 T = TypeVar("T")
 
 
@@ -155,6 +161,16 @@ def _tail(errlog: TextIO | None, limit: int = 200) -> str:
     return _one_line(lines[-1], limit) if lines else ""
 
 
+def _teller(on_settled: Settled, name: str) -> Callable[[asyncio.Future[None]], None]:
+    """A done-callback of a server's ``ready`` that tells ``on_settled`` its name."""
+    def tell(_: asyncio.Future[None]) -> None:
+        try:
+            on_settled(name)
+        except Exception:  # a listener's bug must not break the hub's loop
+            log.exception("announcing MCP server %s", name)
+    return tell
+
+
 class _Conn:
     """One server's connection; lives on the hub's loop."""
 
@@ -177,6 +193,8 @@ class _Conn:
         spec = self.resolved.spec
         if self.failure:
             return ServerState(spec.name, spec, "failed", self.failure)
+        if not self.ready.done():
+            return ServerState(spec.name, spec, "starting")
         return ServerState(spec.name, spec, "connected", tools=list(self.tools))
 
     def fail(self, reason: str, *, stderr: bool = True) -> None:
@@ -243,10 +261,14 @@ async def _open_client(conn: _Conn, timeout: float) -> Any:
         yield client
 
 
-async def _lifecycle(conn: _Conn, timeout: float) -> None:
+async def _lifecycle(conn: _Conn, timeout: float, go: asyncio.Event) -> None:
+    await go.wait()  # a held hub (``McpHub.hold``) starts nothing until released
     import anyio
 
     try:
+        if conn.stop.is_set():
+            conn.fail("stopped before it started")
+            return
         with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
             conn.scope = scope
             async with _open_client(conn, timeout) as client:
@@ -283,6 +305,9 @@ class McpHub:
         self._live: set[_Conn] = set()  # every connection whose lifecycle has not ended
         self._lock = threading.Lock()
         self._closed = False
+        self._watchers: set[asyncio.Task[None]] = set()  # start-up deadlines being enforced
+        self._go = asyncio.Event()  # set: servers may start (cleared by ``hold``)
+        self._go.set()
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -309,6 +334,20 @@ class McpHub:
 
     # -- connecting ------------------------------------------------------------------------
 
+    def hold(self) -> None:
+        """Start no server until ``release``: starting one imports the SDK, which holds
+        the interpreter for most of a second that the first prompt should have."""
+        self._go.clear()
+
+    def release(self) -> None:
+        """Let held servers start (their start-up deadline counts from now)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._go.set()
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._go.set)
+
     def resolve(self, spec: ServerSpec) -> tuple[ResolvedSpec, list[str]]:
         """The spec expanded from the environment, and a warning per missing variable."""
         resolved = spec.resolve(self.env)
@@ -316,12 +355,24 @@ class McpHub:
                     f"(export {var}=... before starting memagent)" for var in resolved.missing]
         return resolved, warnings
 
-    async def _start_all(self, resolved: list[ResolvedSpec], timeout: float) -> list[_Conn]:
+    async def _launch(self, resolved: list[ResolvedSpec], timeout: float,
+                      on_settled: Settled | None = None) -> list[_Conn]:
+        """Start ``resolved`` and return at once; a watcher enforces the deadline."""
         conns = [_Conn(r) for r in resolved]
         for conn in conns:
             self._live.add(conn)
-            conn.task = asyncio.get_running_loop().create_task(_lifecycle(conn, timeout))
+            conn.task = asyncio.get_running_loop().create_task(_lifecycle(conn, timeout, self._go))
             conn.task.add_done_callback(lambda _, c=conn: self._live.discard(c))  # type: ignore[misc]
+            if on_settled is not None:
+                conn.ready.add_done_callback(_teller(on_settled, conn.resolved.name))
+        if conns:
+            watcher = asyncio.get_running_loop().create_task(self._deadline(conns, timeout))
+            self._watchers.add(watcher)
+            watcher.add_done_callback(self._watchers.discard)
+        return conns
+
+    async def _deadline(self, conns: list[_Conn], timeout: float) -> None:
+        await self._go.wait()  # the deadline counts from the real start
         if conns:
             # Each lifecycle enforces its own deadline, but its clean-up (stopping a
             # server that hung) may take seconds more: that goes on in the background,
@@ -332,6 +383,12 @@ class McpHub:
                 conn.fail(f"did not start and list its tools within {timeout:g} s "
                           f"(${CONNECT_TIMEOUT_ENV} sets the limit)")
                 self._cancel(conn)
+                conn.ready.set_result(None)  # settled: failed; its clean-up goes on
+
+    async def _start_all(self, resolved: list[ResolvedSpec], timeout: float) -> list[_Conn]:
+        conns = await self._launch(resolved, timeout)
+        if conns:
+            await asyncio.wait([c.ready for c in conns])
         return conns
 
     def _cancel(self, conn: _Conn) -> None:
@@ -356,9 +413,40 @@ class McpHub:
 
     def connect(self, specs: list[ServerSpec], *, timeout: float | None = None) -> list[str]:
         """Make the hub's servers exactly ``specs``: start new or changed ones (in
-        parallel), stop the others, keep unchanged connected ones. Returns warnings."""
+        parallel), stop the others, keep unchanged connected ones; wait until the new
+        ones are connected or failed. Returns warnings."""
+        warnings, started = self._start(specs, timeout, None)
+        self.wait([c.resolved.name for c in started])
+        for conn in started:
+            if conn.failure:
+                warnings.append(f"MCP server '{conn.resolved.name}' failed: {conn.failure}; going on without it")
+        return warnings
+
+    def start(self, specs: list[ServerSpec], *, timeout: float | None = None,
+              on_settled: Settled | None = None) -> list[str]:
+        """Like ``connect`` but returns at once: new servers are ``starting`` and
+        ``on_settled(name)`` is called (on the hub's thread) when each has connected
+        or failed. Returns the warnings known now (unset variables)."""
+        return self._start(specs, timeout, on_settled)[0]
+
+    def wait(self, names: list[str], *, timeout: float | None = None) -> None:
+        """Wait until the servers ``names`` are no longer starting (each is bounded by
+        its own start-up deadline; ``timeout`` caps the wait further)."""
+        pending = [c.ready for n in names if (c := self._conns.get(n)) is not None and not c.ready.done()]
+        if not pending:
+            return
+        limit = connect_timeout() + 2 * CLOSE_TIMEOUT + 1
+
+        async def settled() -> None:
+            await asyncio.wait(pending)
+
+        with contextlib.suppress(TimeoutError, FutureTimeout):
+            self._wait(settled(), min(timeout, limit) if timeout is not None else limit)
+
+    def _start(self, specs: list[ServerSpec], timeout: float | None,
+               on_settled: Settled | None) -> tuple[list[str], list[_Conn]]:
         if self._closed:
-            return []
+            return [], []
         timeout = timeout if timeout is not None else connect_timeout()
         warnings: list[str] = []
         wanted: dict[str, ResolvedSpec] = {}
@@ -373,12 +461,9 @@ class McpHub:
         start = [r for n, r in wanted.items() if n not in keep]
         if stop:
             self._wait(self._stop_all(stop), 2 * CLOSE_TIMEOUT + 1)
-        started = self._wait(self._start_all(start, timeout), timeout + 2 * CLOSE_TIMEOUT + 1) if start else []
+        started = self._wait(self._launch(start, timeout, on_settled), 2 * CLOSE_TIMEOUT + 1) if start else []
         self._conns = {**keep, **{c.resolved.name: c for c in started}}
-        for conn in started:
-            if conn.failure:
-                warnings.append(f"MCP server '{conn.resolved.name}' failed: {conn.failure}; going on without it")
-        return warnings
+        return warnings, started
 
     def states(self) -> dict[str, ServerState]:
         return {name: conn.state() for name, conn in self._conns.items()}
@@ -402,6 +487,8 @@ class McpHub:
     def call(self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None) -> ToolOutput:
         """Call ``tool`` on ``server``; raises ``McpCallError`` when no result comes back."""
         conn = self._conns.get(server)
+        if conn is not None and not conn.ready.done():
+            self.wait([server])  # a call needs its server: wait for it (within its deadline)
         if conn is None or conn.client is None:
             why = conn.failure if conn is not None and conn.failure else "it is not connected"
             raise McpCallError(f"MCP server '{server}' is not available: {why}")
@@ -440,12 +527,15 @@ class McpHub:
             loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
+        self.release()  # held servers wake up, see that they are stopped, and end
         known = list(self._conns.values())
         self._conns = {}
 
         async def stop_everything() -> None:
             # Also connections whose start was interrupted (Ctrl-C, SIGTERM) before
             # ``connect`` could record them; ``_live`` is only touched on the loop.
+            for watcher in list(self._watchers):
+                watcher.cancel()
             await self._stop_all(known + [c for c in self._live if c not in known])
 
         try:

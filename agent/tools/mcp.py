@@ -11,6 +11,14 @@ Invariants:
   stopped, so an approved edit applies to the very next request.
 - Only servers with at least one listed tool are started; the others are
   ``disabled``. A server that fails is a one-line warning and the session goes on.
+- With ``background`` (an interactive chat) nothing waits for servers to start: a
+  request is sent with the tools of the servers connected by then, never with a
+  still-starting server's tools (their schemas are not known yet, and inventing
+  them is worse than a later request), and ``note`` says so once per set of
+  servers left out. When each server has connected or failed, a line is queued for
+  ``events`` and ``on_event`` is called (on the hub's thread) so a front end can
+  show it at once; ``events`` hands each line out once. Without ``background`` (scripts, pipes) a request waits for
+  the servers, so the same input always sees the same tools.
 - ``approval: true`` asks the gate before each call; a rejected call never
   reaches the server and the person's feedback goes back to the model.
 - A call returns a result, never raises: a server that is gone, a timeout or a
@@ -22,6 +30,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +57,7 @@ class ServerReport:
     name: str
     transport: str
     where: str
-    status: str  # connected | failed | disabled
+    status: str  # connected | starting | failed | disabled
     reason: str = ""
     allowed: list[str] = field(default_factory=list)  # listed and offered (or unchecked)
     approval: list[str] = field(default_factory=list)  # of allowed, those behind the gate
@@ -130,7 +139,7 @@ class McpTools:
     """``ToolProvider`` of the MCP tools one agent's ``/tools.json`` allows."""
 
     def __init__(self, view: AgentView, hub: McpHub, gate: Approvals, *, warn: Warn | None = None,
-                 rules: RuledApproval | None = None) -> None:
+                 rules: RuledApproval | None = None, background: bool = False) -> None:
         self.rules = rules
         self.view = view
         self.hub = hub
@@ -140,6 +149,12 @@ class McpTools:
         self.version: int | None = -1  # the /tools.json version loaded; None: there is none
         self.disabled: dict[str, str] = {}
         self._rules: dict[str, ToolRule] = {}
+        self.background = background  # start servers without waiting for them (see the module doc)
+        self.note: Warn | None = None  # hears that a request went without a starting server's tools
+        self.on_event: Callable[[], None] | None = None
+        self._events: list[tuple[str, bool]] = []
+        self._events_lock = threading.Lock()
+        self._left_out: frozenset[str] = frozenset()  # the starting servers last said to be left out
 
     # -- following /tools.json ------------------------------------------------------------
 
@@ -167,16 +182,45 @@ class McpTools:
         wanted = {r.server for r in config.tools}
         self.disabled = {name: "no tool of it is listed in /tools.json"
                          for name in config.servers if name not in wanted}
-        for warning in self.hub.connect([s for n, s in config.servers.items() if n in wanted]):
+        self._rules = {r.qualified: r for r in config.tools}
+        specs = [s for n, s in config.servers.items() if n in wanted]
+        if self.background:
+            for warning in self.hub.start(specs, on_settled=self._settled):
+                self.warn(warning)
+            return
+        for warning in self.hub.connect(specs):
             self.warn(warning)
         states = self.hub.states()
         for report in build_report(config, states, self.disabled):
-            if report.missing:
-                offered = [t.name for t in states[report.name].tools]
-                for name in report.missing:
-                    self.warn(f"MCP server '{report.name}' does not offer '{name}' (listed in {TOOLS_PATH}); "
-                              f"it offers: {_names(closest(name, offered)[:20])}")
-        self._rules = {r.qualified: r for r in config.tools}
+            for line in _missing_lines(report, states):
+                self.warn(line)
+
+    def _settled(self, name: str) -> None:
+        """A server started in the background connected or failed (on the hub's thread)."""
+        states = self.hub.states()
+        report = next((r for r in build_report(self.config, states, self.disabled) if r.name == name), None)
+        if report is None or report.status == "starting":
+            return  # replaced by a newer /tools.json meanwhile
+        if report.status == "failed":
+            lines = [(f"MCP server '{name}' failed: {report.reason}; going on without it", True)]
+        else:
+            tools = ", ".join(report.allowed) or "none of the listed tools"
+            lines = [(f"MCP server '{name}' is ready: {tools}", False)]
+            lines += [(line, True) for line in _missing_lines(report, states)]
+        with self._events_lock:
+            self._events += lines
+        if self.on_event is not None:
+            self.on_event()
+
+    def events(self) -> list[tuple[str, bool]]:
+        """The lines about servers that settled since the last call: (text, is a failure)."""
+        with self._events_lock:
+            taken, self._events = self._events, []
+        return taken
+
+    def starting(self) -> list[str]:
+        """The servers of ``/tools.json`` still starting, in its order."""
+        return [r.name for r in self.reports() if r.status == "starting"]
 
     def reports(self) -> list[ServerReport]:
         return build_report(self.config, self.hub.states(), self.disabled)
@@ -187,6 +231,18 @@ class McpTools:
         self.refresh()
         states = self.hub.states()
         defs: list[dict[str, Any]] = []
+        left_out = frozenset(n for n, st in states.items() if st.status == "starting")
+        if left_out and not self.background:
+            self.hub.wait(sorted(left_out))
+            states, left_out = self.hub.states(), frozenset()
+        if self.note is None:
+            left_out = frozenset()  # nobody to tell yet (the tool box being built)
+        elif left_out and left_out != self._left_out:
+            names = ", ".join(f"'{n}'" for n in sorted(left_out))
+            plural = "s" if len(left_out) > 1 else ""
+            self.note(f"MCP server{plural} {names} still starting: sent without {'their' if plural else 'its'} "
+                      "tools; they join the first request after start-up (/tools shows the state)")
+        self._left_out = left_out
         for rule in self.config.tools:
             state = states.get(rule.server)
             if state is None or state.status != "connected":
@@ -238,12 +294,17 @@ class McpTools:
         self.refresh()  # the prompt is built before the tool list: follow /tools.json first
         lines: list[str] = []
         unavailable: list[str] = []
+        starting: list[str] = []
         for r in self.reports():
             if r.status == "connected" and r.allowed:
                 tools = ", ".join(tool_name(r.name, t) for t in r.allowed)
                 lines.append(f"- {r.name}: {tools}")
             elif r.status == "failed":
                 unavailable.append(r.name)
+            elif r.status == "starting":
+                starting.append(r.name)
+        if starting:
+            lines.append(f"- (still starting, their tools come later: {', '.join(starting)})")
         if unavailable:
             lines.append(f"- (not available in this session: {', '.join(unavailable)})")
         return lines
@@ -265,7 +326,11 @@ class McpTools:
             current = self.config.servers.get(name)
             state = live.get(name)
             same = current is not None and self.hub.resolve(current)[0].key() == self.hub.resolve(spec)[0].key()
-            if same and state is not None and state.status == "connected":
+            if same and state is not None and state.status == "starting":
+                # The session's own copy is starting: check against it, not a second one.
+                self.hub.wait([name], timeout=min(connect_timeout(), PROBE_TIMEOUT))
+                state = self.hub.states().get(name)
+            if same and state is not None and state.status in ("connected", "starting"):
                 known[name] = state
             else:
                 to_probe.append(spec)
@@ -276,7 +341,7 @@ class McpTools:
         for name in sorted(wanted):
             state = known.get(name)
             if state is None or state.status != "connected":
-                why = state.reason if state is not None else "not checked"
+                why = (state.reason or "still starting") if state is not None else "not checked"
                 notes.append(f"MCP server '{name}' could not be reached to check its tools ({why}); "
                              "its tools are not checked")
                 continue
@@ -289,6 +354,15 @@ class McpTools:
             return WriteCheck(refusal=f"{TOOLS_PATH} lists tools the servers do not offer: "
                                       + "; ".join(wrong) + ". Use the server's own tool names; nothing was written.")
         return WriteCheck(note="\n".join(notes))
+
+
+def _missing_lines(report: ServerReport, states: dict[str, ServerState]) -> list[str]:
+    """A warning per tool ``/tools.json`` lists that the connected server does not offer."""
+    if not report.missing or report.name not in states:
+        return []
+    offered = [t.name for t in states[report.name].tools]
+    return [f"MCP server '{report.name}' does not offer '{name}' (listed in {TOOLS_PATH}); "
+            f"it offers: {_names(closest(name, offered)[:20])}" for name in report.missing]
 
 
 def tool_request(rule: ToolRule, args: dict[str, Any]) -> ApprovalRequest:

@@ -102,12 +102,25 @@ class UI(ABC):
         # Work to start once the first prompt is up (loading the model client while
         # the person types); run once, by ``prompting``.
         self.on_first_prompt: Callable[[], None] | None = None
+        # More such work (starting MCP servers), each run once by ``prompting``.
+        self.when_prompt_up: list[Callable[[], None]] = []
 
     def prompting(self) -> None:
         """Called when a prompt is about to wait for the person."""
         task, self.on_first_prompt = self.on_first_prompt, None
-        if task is not None:
-            task()
+        tasks, self.when_prompt_up = self.when_prompt_up, []
+        for each in [task, *tasks]:
+            if each is not None:
+                each()
+
+    # A person at a terminal: the prompt comes at once and MCP servers start behind it.
+    # Scripts and pipes wait for the servers, so the same input sees the same tools.
+    interactive = False
+
+    def above_prompt(self, show: Callable[[], None]) -> bool:
+        """Run ``show`` (which prints) above the prompt that is waiting for the person,
+        from any thread; False when there is no such prompt (the caller shows it later)."""
+        return False
 
     # The hint under the header; the terminal UI adds its keys.
     input_hint = "Type a message (@path attaches a memory file); /help for commands; Ctrl-D quits."

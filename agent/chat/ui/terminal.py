@@ -33,6 +33,7 @@ from typing import Any
 from xml.sax.saxutils import escape as xml_escape
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import HTML
@@ -307,6 +308,25 @@ class TerminalUI(UI):
         self._status: Status | None = None
         self._stream: MarkdownStream | None = None
         self._keys = _TypeAhead()
+
+    interactive = True
+
+    def above_prompt(self, show: Callable[[], None]) -> bool:
+        app = self._session.app
+        loop = app.loop
+        if not app.is_running or loop is None:
+            return False
+
+        def run() -> None:
+            # On the prompt's own loop: prompt_toolkit hides the prompt, ``show``
+            # prints, and the prompt is drawn again below it with what was typed.
+            run_in_terminal(show)
+
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError:  # the prompt ended and its loop closed meanwhile
+            return False
+        return True
 
     # -- screen state ---------------------------------------------------------------
 
