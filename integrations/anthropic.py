@@ -8,10 +8,12 @@ folder instead of a local directory. ``AsyncMemagentMemoryTool`` is the same for
 
 Invariants:
 - ``/memories`` is the agent's folder (or ``root`` inside it). A path must be
-  ``/memories`` or start with ``/memories/``; ``..`` segments, percent-encoded
-  characters and everything ``vfs/paths.py`` refuses (backslashes, control and
-  invisible characters, over-long names) are refused with a ``ToolError`` that says
-  why, before anything is read. Nothing outside the agent's folder is reachable.
+  ``/memories`` or start with ``/memories/``; ``.`` and ``..`` segments are resolved
+  inside it as the SDK's tool resolves them, and a ``..`` that would climb out is
+  refused in the SDK's words; percent-encoded characters and everything
+  ``vfs/paths.py`` refuses (backslashes, control and invisible characters, over-long
+  names) are refused with a ``ToolError`` that says why, before anything is read.
+  Nothing outside the agent's folder is reachable.
 - Nothing is stored without an explicit approval choice (``approve``: a callback,
   ``"yolo"`` or ``"queue"``); without one every change is refused, naming how to allow it.
 - Every change takes the store's write path (``integrations/_folder.py``): validated
@@ -19,9 +21,12 @@ Invariants:
   ``integration`` / ``anthropic-memory-tool``), revertible with ``memagent fs revert``.
   Read-modify-write commands (str_replace, insert) write over the version they read,
   so a concurrent change is refused ("read it again"), never merged.
-- Results and error texts follow the SDK's own local-filesystem implementation, so a
-  model sees the same answers; memagent's refusals (a validator, a stale version)
-  come back as ``ToolError`` (``is_error`` tool results) of one line per problem.
+- Results and error texts are the SDK's own local-filesystem implementation's
+  (``BetaLocalFilesystemMemoryTool``), paths named as the caller gave them, so a model
+  sees the same answers (tests/test_integrations_anthropic.py runs both on the same
+  commands). Folders in a listing show ``DIR_SIZE`` (what the SDK shows for a folder
+  on common filesystems). memagent's own refusals (a validator, a stale version, a
+  path rule the SDK lacks) come back as ``ToolError`` of one line per problem.
 - Directory deletes and renames change each file below in its own revision.
 """
 
@@ -51,6 +56,10 @@ from memagent.vfs.types import FileInfo
 MEMORIES = "/memories"
 ADAPTER = "anthropic-memory-tool"
 # As the SDK's local implementation: line numbers right-aligned in 6 columns, at most 999,999 lines.
+# Its listing shows a folder's own size on disk (4096 bytes, "4K", on ext4, APFS and most
+# Linux filesystems), not what it holds; memagent folders are not on disk, so they show that.
+DIR_SIZE = 4096
+MAX_SHOWN = 200  # characters of a refused path quoted back
 MAX_LINES = 999_999
 NUMBER_WIDTH = len(str(MAX_LINES))
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
@@ -65,6 +74,20 @@ def _size(n: int) -> str:
     i = min((n.bit_length() - 1) // 10, len(units) - 1)
     value = n / (1024**i)
     return f"{int(value)}{units[i]}" if value == int(value) else f"{value:.1f}{units[i]}"
+
+
+def _resolve_dots(rest: str) -> str | None:
+    """``rest`` (what follows ``/memories``) with ``.`` and ``..`` segments resolved, as the SDK's
+    tool resolves a path inside its folder; None when a ``..`` would climb out of it."""
+    parts: list[str] = []
+    for part in rest.split("/"):
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/" + "/".join(parts)
 
 
 def _numbered(lines: list[str], start: int) -> str:
@@ -104,14 +127,13 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
         if not isinstance(path, str):
             raise ToolError(f"path must be a string such as /memories/notes.md, got {type(path).__name__}")
         if path != MEMORIES and not path.startswith(MEMORIES + "/"):
-            raise ToolError(f"Path must start with /memories, got: {path[:200]!r}; "
-                            "give a path such as /memories/notes.md")
+            raise ToolError(f"Path must start with /memories, got: {path[:MAX_SHOWN]}")
         if _PERCENT.search(path):
-            raise ToolError(f"Path {path[:200]!r} contains a percent-encoded character; "
+            raise ToolError(f"Path {path[:MAX_SHOWN]!r} contains a percent-encoded character; "
                             "write names with plain characters")
-        rest = path[len(MEMORIES):]
-        if ".." in rest.split("/"):
-            raise ToolError(f"Path {path[:200]!r} would escape /memories directory: '..' is not allowed")
+        rest = _resolve_dots(path[len(MEMORIES):])
+        if rest is None:
+            raise ToolError(f"Path {path[:MAX_SHOWN]} would escape /memories directory")
         try:
             return self.folder.locate(rest or "/")
         except InvalidPath as exc:
@@ -129,8 +151,8 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
             return None
         return "dir"
 
-    def _missing(self, loc: Located) -> ToolError:
-        return ToolError(f"The path {loc.shown} does not exist. Please provide a valid path.")
+    def _missing(self, given: str) -> ToolError:
+        return ToolError(f"The path {given} does not exist. Please provide a valid path.")
 
     # -- commands -------------------------------------------------------------------
 
@@ -138,23 +160,24 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
         loc = self.locate(command.path)
         kind = self._kind(loc)
         if kind is None:
-            raise self._missing(loc)
+            raise self._missing(command.path)
         if kind == "dir":
-            return self._view_dir(loc)
+            return self._view_dir(loc, command.path)
         content = self.folder.store.read(self.folder.scope, loc.inner, shown=loc.shown).content
         lines = content.split("\n")
         if len(lines) > MAX_LINES:
-            raise ToolError(f"File {loc.shown} exceeds maximum line limit of 999,999 lines.")
+            raise ToolError(f"File {command.path} exceeds maximum line limit of 999,999 lines.")
         start = 1
         view_range = command.view_range
         if view_range and len(view_range) == 2:
             first = max(1, int(view_range[0])) - 1
             end = len(lines) if view_range[1] == -1 else int(view_range[1])
             lines, start = lines[first:end], first + 1
-        return f"Here's the content of {loc.shown} with line numbers:\n" + _numbered(lines, start)
+        return f"Here's the content of {command.path} with line numbers:\n" + _numbered(lines, start)
 
-    def _view_dir(self, loc: Located) -> str:
-        """Files and folders up to two levels below ``loc``, hidden names left out (as the SDK)."""
+    def _view_dir(self, loc: Located, given: str) -> str:
+        """Files and folders up to two levels below ``loc``, hidden names left out, each named
+        below the path as the caller gave it (``given``), folders at ``DIR_SIZE`` (as the SDK)."""
         below = self.folder.files_below(loc)
         prefix = "" if loc.inner == "/" else loc.inner
         rels = [(f.path[len(prefix) + 1:].split("/"), f) for f in below]
@@ -171,14 +194,14 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
                 here = [*parts_prefix, name]
                 files = names[name]
                 is_dir = not (len(files) == 1 and files[0].path == prefix + "/" + "/".join(here))
-                size = sum(f.size for f in files)
-                out.append(f"{_size(size)}\t{loc.shown}/{'/'.join(here)}{'/' if is_dir else ''}")
+                size = DIR_SIZE if is_dir else files[0].size
+                out.append(f"{_size(size)}\t{given}/{'/'.join(here)}{'/' if is_dir else ''}")
                 if is_dir and depth < 2:
                     walk(here, depth + 1)
 
         walk([], 1)
-        header = f"Here're the files and directories up to 2 levels deep in {loc.shown}, excluding hidden items:"
-        lines = [f"{_size(sum(f.size for f in below))}\t{loc.shown}", *out]
+        header = f"Here're the files and directories up to 2 levels deep in {given}, excluding hidden items:"
+        lines = [f"{_size(DIR_SIZE)}\t{given}", *out]
         return f"{header}\n" + "\n".join(lines)
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
@@ -187,30 +210,30 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"{command.path} names a directory; give a file path such as /memories/notes.md")
         kind = self._kind(loc)
         if kind == "file":
-            raise ToolError(f"File {loc.shown} already exists")
+            raise ToolError(f"File {command.path} already exists")
         if kind == "dir":
             raise ToolError(f"{loc.shown} is a directory; give a file path inside it")
         if not isinstance(command.file_text, str):
             raise ToolError("file_text must be a string")
         self.folder.write(loc, command.file_text, expected_version=0, message="memory tool: create")
-        return f"File created successfully at: {loc.shown}"
+        return f"File created successfully at: {command.path}"
 
-    def _read_file(self, loc: Located) -> tuple[str, int]:
+    def _read_file(self, loc: Located, given: str) -> tuple[str, int]:
         kind = self._kind(loc)
         if kind is None:
-            raise self._missing(loc)
+            raise self._missing(given)
         if kind == "dir":
-            raise ToolError(f"The path {loc.shown} is not a file.")
+            raise ToolError(f"The path {given} is not a file.")
         fc = self.folder.store.read(self.folder.scope, loc.inner, shown=loc.shown)
         return fc.content, fc.version
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
         loc = self.locate(command.path)
-        content, version = self._read_file(loc)
+        content, version = self._read_file(loc, command.path)
         old, new = command.old_str, command.new_str
         count = content.count(old)
         if count == 0:
-            raise ToolError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {loc.shown}.")
+            raise ToolError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {command.path}.")
         if count > 1:
             starts, at = [], content.find(old)
             while at != -1:
@@ -229,7 +252,7 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
         loc = self.locate(command.path)
-        content, version = self._read_file(loc)
+        content, version = self._read_file(loc, command.path)
         lines = content.split("\n")
         if lines[-1] == "":
             lines.pop()
@@ -241,7 +264,7 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
         if not after.endswith("\n"):
             after += "\n"
         self.folder.write(loc, after, expected_version=version, message="memory tool: insert")
-        return f"The file {loc.shown} has been edited."
+        return f"The file {command.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
         loc = self.locate(command.path)
@@ -249,24 +272,24 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
             raise ToolError("Cannot delete the /memories directory itself")
         kind = self._kind(loc)
         if kind is None:
-            raise ToolError(f"The path {loc.shown} does not exist")
+            raise ToolError(f"The path {command.path} does not exist")
         if kind == "file":
             self.folder.delete(loc, message="memory tool: delete")
         else:
             for f in self.folder.files_below(loc):
                 self.folder.delete(Located(f.path, self.folder.show(f.path)),
                                    message=f"memory tool: delete {loc.shown}")
-        return f"Successfully deleted {loc.shown}"
+        return f"Successfully deleted {command.path}"
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         src, dst = self.locate(command.old_path), self.locate(command.new_path)
         if src.inner == self.folder.root:
             raise ToolError("Cannot rename the /memories directory itself")
         if self._kind(dst) is not None:
-            raise ToolError(f"The destination {dst.shown} already exists")
+            raise ToolError(f"The destination {command.new_path} already exists")
         kind = self._kind(src)
         if kind is None:
-            raise ToolError(f"The path {src.shown} does not exist")
+            raise ToolError(f"The path {command.old_path} does not exist")
         if kind == "file":
             self.folder.move(src, dst)
         else:
@@ -282,7 +305,7 @@ class MemagentMemoryTool(BetaAbstractMemoryTool):
                                shown=b.shown)
             for a, b in moves:
                 self.folder.move(a, b)
-        return f"Successfully renamed {src.shown} to {dst.shown}"
+        return f"Successfully renamed {command.old_path} to {command.new_path}"
 
     def clear_all_memory(self) -> str:
         """Delete every file of the folder (each a revision, so each can be reverted)."""

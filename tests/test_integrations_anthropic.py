@@ -75,7 +75,7 @@ def test_a_scripted_conversation_leaves_validated_revisions(store: SqlStore, api
     errors = [bool(r.get("is_error")) for r in results]
     assert errors == [False] * 6 + [True] + [False] * 2
     assert texts[0] == ("Here're the files and directories up to 2 levels deep in /memories, excluding hidden "
-                        "items:\n10B\t/memories\n10B\t/memories/AGENTS.md")
+                        "items:\n4K\t/memories\n10B\t/memories/AGENTS.md")
     assert texts[1] == "File created successfully at: /memories/notes/coffee.md"
     assert texts[2] == ("The memory file has been edited. Here is the snippet showing the change (with line "
                         "numbers):\n     1\tlikes: flat white\n     2\t")
@@ -85,7 +85,7 @@ def test_a_scripted_conversation_leaves_validated_revisions(store: SqlStore, api
     assert texts[5] == "Successfully renamed /memories/notes/coffee.md to /memories/people/me.md"
     # The skill validator refused the file; the model is told why, naming its path.
     assert "/memories/skills/bad.md" in texts[6] and "frontmatter" in texts[6]
-    assert texts[7].splitlines()[1:] == ["37B\t/memories", "10B\t/memories/AGENTS.md", "27B\t/memories/people/",
+    assert texts[7].splitlines()[1:] == ["4K\t/memories", "10B\t/memories/AGENTS.md", "4K\t/memories/people/",
                                          "27B\t/memories/people/me.md"]
     assert texts[8] == "Successfully deleted /memories/people/me.md"
 
@@ -112,7 +112,6 @@ HOSTILE = [
     "/memoriesevil/notes.md",
     "/memories/../etc/passwd",
     "/memories/notes/../../etc/passwd",
-    "/memories/notes/../x.md",
     "/memories/%2e%2e/etc/passwd",
     "/memories/..%2fetc%2fpasswd",
     "/memories/%2E%2E%2F",
@@ -191,7 +190,7 @@ def test_view_range_and_directories(store: SqlStore) -> None:
     listing = tool.call({"command": "view", "path": "/memories/k"})
     assert isinstance(listing, str)
     # Two levels deep: deep/ and deep/er/ are listed, deep/er/x.md (level 3) is not; hidden names are not.
-    assert listing.splitlines()[1:] == ["10B\t/memories/k", "1B\t/memories/k/deep/", "1B\t/memories/k/deep/er/",
+    assert listing.splitlines()[1:] == ["4K\t/memories/k", "4K\t/memories/k/deep/", "4K\t/memories/k/deep/er/",
                                         "8B\t/memories/k/one.md"]
 
 
@@ -315,3 +314,52 @@ def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
     assert store.read("agent:a", "/n.md").content == "one\n" and not store.exists("agent:a", "/m.md")
     [p] = ProposalStore(store.engine).pending("a")
     assert (p.shown, p.op, p.base_version, p.after) == ("/memories/n.md", "edit", 1, "two\n")
+
+
+# -- the SDK's own filesystem memory tool, side by side ------------------------------------------
+
+
+def test_answers_match_the_sdks_filesystem_memory_tool(store: SqlStore, tmp_path: Any) -> None:
+    """The same commands to the anthropic SDK's ``BetaLocalFilesystemMemoryTool`` and to ours
+    give the same texts: listings (folders at 4K, hidden names left out, paths as given), reads,
+    edits, ``..`` resolved inside /memories or refused in the SDK's words."""
+    from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
+
+    theirs = BetaLocalFilesystemMemoryTool(str(tmp_path / "sdk"))
+    ours = MemagentMemoryTool(store, "a", approve="yolo")
+
+    def answer(tool: Any, command: dict[str, Any]) -> str:
+        try:
+            return str(tool.call(command))
+        except ToolError as exc:
+            return f"error: {exc}"
+
+    commands: list[dict[str, Any]] = [
+        {"command": "view", "path": "/memories"},
+        *({"command": "create", "path": p, "file_text": t} for p, t in [
+            ("/memories/notes.md", "hello\n"), ("/memories/a/b.md", "x" * 2000), ("/memories/a/c/d.md", "d\n"),
+            ("/memories/a/c/e/f.md", "f\n"), ("/memories/.hidden/x.md", "h\n"), ("/memories/z.md", "")]),
+        {"command": "view", "path": "/memories"},
+        {"command": "view", "path": "/memories/"},
+        {"command": "view", "path": "/memories/a"},
+        {"command": "view", "path": "/memories/a/../notes.md"},
+        {"command": "view", "path": "/memories/./a/c/d.md", "view_range": [1, -1]},
+        {"command": "view", "path": "/memories/../x"},
+        {"command": "view", "path": "/memories/a/../../x"},
+        {"command": "view", "path": "/memories/nope"},
+        {"command": "view", "path": "/other"},
+        {"command": "create", "path": "/memories/notes.md", "file_text": "again\n"},
+        {"command": "str_replace", "path": "/memories/a/../notes.md", "old_str": "hello", "new_str": "hi"},
+        {"command": "str_replace", "path": "/memories/notes.md", "old_str": "absent", "new_str": "x"},
+        {"command": "insert", "path": "/memories/notes.md", "insert_line": 1, "insert_text": "two"},
+        {"command": "insert", "path": "/memories/notes.md", "insert_line": 9, "insert_text": "x"},
+        {"command": "view", "path": "/memories/notes.md"},
+        {"command": "rename", "old_path": "/memories/z.md", "new_path": "/memories/notes.md"},
+        {"command": "rename", "old_path": "/memories/gone.md", "new_path": "/memories/y.md"},
+        {"command": "rename", "old_path": "/memories/z.md", "new_path": "/memories/y.md"},
+        {"command": "delete", "path": "/memories/gone.md"},
+        {"command": "delete", "path": "/memories/a/c"},
+        {"command": "view", "path": "/memories"},
+    ]
+    for command in commands:
+        assert answer(ours, command) == answer(theirs, command), command
