@@ -71,6 +71,13 @@ def test_tools_help_is_dedented_and_ends_with_the_example() -> None:
     assert '\n  {\n    "mcp_servers": {' in text
 
 
+@pytest.mark.parametrize("command", [[], ["tools"], ["models"], ["threads"], ["fs", "grep"], ["fs", "glob"]])
+def test_help_fits_80_columns(command: list[str]) -> None:
+    p = run(*command, "--help", env={"COLUMNS": "80"})
+    assert p.returncode == 0, err(p)
+    assert max(len(line) for line in out(p).splitlines()) <= 80, out(p)
+
+
 # -- 3: commands that need a model ------------------------------------------------------------
 
 

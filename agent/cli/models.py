@@ -120,9 +120,9 @@ def models_cmd(as_json: bool) -> None:
     """List the model providers, whether each is set up, the variables it reads, and local models.
 
     \b
-    Model ids are provider/model: anthropic/claude-sonnet-5-5 (or just the Claude
-    name), openai/gpt-5.1, ollama/qwen3:8b, openai-compatible/NAME with --base-url.
-    Pick one with --model or MEMAGENT_MODEL.
+    Model ids are provider/model: anthropic/claude-sonnet-5-5 (or just the
+    Claude name), openai/gpt-5.1, ollama/qwen3:8b, openai-compatible/NAME with
+    --base-url. Pick one with --model or MEMAGENT_MODEL.
     """
     rows = [_row(name, provider) for name, provider in registry.providers().items()]
     if as_json:
