@@ -7,11 +7,12 @@ run's output names the harness releases it drove.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = Path(__file__).with_name("harnesses.json")
-DEST = ROOT / ".interop"
+DEST = Path(os.environ.get("MEMAGENT_INTEROP_DIR") or ROOT / ".interop")  # as scripts/interop-install
 STATUS = DEST / "status.json"
 
 
