@@ -256,3 +256,40 @@ def test_a_wrapped_diff_line_keeps_its_marker_at_80_columns(api: FakeMessagesAPI
     screen.child.sendeof()
     assert screen.finish() == 0
     assert AgentView(bot, "bot").read("/notes/long.md").content == f"short\n{long_line}\n"
+
+
+def test_at_80_columns_wrapped_listings_and_tool_errors_stay_in_their_column(
+        api: FakeMessagesAPI, bot: SqlStore) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    api.enqueue_tool_use("edit_file", {"file_path": "/AGENTS.md", "old_string": "not there at all",
+                                       "new_string": "x"})
+    api.enqueue_text("could not edit")
+    env = {**os.environ, **keyed(api), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    screen = Screen(pexpect.spawn(MEMAGENT, ["chat", "bot"], env=env, dimensions=(60, 80),
+                                  encoding="utf-8", timeout=30))
+    pos = screen.wait_for("bot>")
+    screen.type("/help")
+    end = screen.wait_for("Anything else is sent to the agent.", after=pos)
+    listing = screen.text[screen.text.index("/remember", pos):end].split("\n")
+    column = listing[0].index("reflect on this conversation")
+    entries = [row for row in listing if row[:1] in ("/", "#", "@")]
+    continued = [row for row in listing[:-1] if row and row[:1] not in ("/", "#", "@")]
+    assert continued, "nothing wrapped at 80 columns: the test shows nothing"
+    assert all(len(row) <= 80 for row in listing), listing
+    # A continuation starts under the descriptions, never at the left edge.
+    assert all(row[:column].strip() == "" and row[column] != " " for row in continued), listing
+    assert all(row[column - 2:column] == "  " for row in entries), listing
+    screen.type("edit the rules")
+    start = screen.wait_for("⎿  old_string was not found", after=end)
+    done = screen.wait_for("could not edit", after=start)
+    rows = screen.text[start:done].split("\n")
+    # The message's continuation: the rows after its first, up to the spinner or the answer.
+    continuation = []
+    for row in rows[1:]:
+        if "thinking" in row or "could not edit" in row:
+            break
+        continuation.append(row)
+    assert continuation, rows
+    assert all(row.startswith("     ") and row[5] != " " for row in continuation), rows
+    screen.child.sendeof()
+    assert screen.finish() == 0

@@ -179,6 +179,50 @@ def diff_text(diff: str) -> DiffText:
     return DiffText(diff)
 
 
+# The first gap of two or more spaces after some text: where a listing's second column starts.
+_COLUMN = re.compile(r"^\s*\S.*?\s{2,}(?=\S)")
+
+
+def listing_hang(line: str, width: int) -> int:
+    """Where the continuations of a wrapped listing line start: under its second column
+    (``/help``'s descriptions, ``/threads``' dates) when that starts in the left half of
+    the screen, else under its own indentation."""
+    found = _COLUMN.match(line)
+    if found is not None and cell_len(found.group()) <= width // 2:
+        return len(found.group())
+    return len(line) - len(line.lstrip(" "))
+
+
+class Hanging:
+    """Lines of text wrapped to the width with a hanging indent: each continuation starts
+    under the column ``hang`` gives for its line, never at the left edge, so a wrapped
+    description or tool result stays in its column instead of reading as a new entry."""
+
+    def __init__(self, text: str, hang: Callable[[str, int], int], style: str = "") -> None:
+        self.lines = text.split("\n")
+        self.hang = hang
+        self.style = style
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((cell_len(line) for line in self.lines), default=1)
+        return Measurement(min(widest, 8), widest).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(options.max_width, 2)
+        for line in self.lines:
+            if cell_len(line) <= width:
+                yield Text(line, style=self.style)
+                continue
+            cut = min(self.hang(line, width), len(line))
+            head, pad = line[:cut], cell_len(line[:cut])
+            if pad > width // 2:  # no room for a column: wrap as the terminal would
+                head, pad = "", 0
+            parts = Text(line[len(head):]).wrap(console, width - pad, overflow="fold")
+            for n, part in enumerate(parts):
+                text = part.plain if n == len(parts) - 1 else part.plain.rstrip(" ")  # no space at a break
+                yield Text((head if n == 0 else " " * pad) + text, style=self.style)
+
+
 def stable_prefix(text: str) -> int:
     """Length of the leading part of streamed Markdown that later text cannot change:
     up to the last blank line outside a code fence (0 if there is none)."""
@@ -445,7 +489,7 @@ class TerminalUI(UI):
         self._print(Text(f"memagent: {shown(text)}", style="red"))
 
     def show_text(self, text: str) -> None:
-        self._print(Text(shown(text.rstrip("\n"))))
+        self._print(Hanging(shown(text.rstrip("\n")), listing_hang))
 
     def show_file(self, path: str, content: str) -> None:
         lexer = "json" if path.endswith(".json") else "markdown"
@@ -479,8 +523,9 @@ class TerminalUI(UI):
     def on_tool_result(self, name: str, result: ToolResult) -> None:
         indent = self.track_result(name)
         if result.is_error:
-            self._print(Text(indent + "  ⎿  " + shown(result.content).replace("\n", "\n     " + indent),
-                             style="red"))
+            hang = len(indent) + 5  # under the text after "  ⎿  "
+            self._print(Hanging(indent + "  ⎿  " + shown(result.content).replace("\n", "\n     " + indent),
+                                lambda line, width: hang, style="red"))
         else:
             self._print(Text(indent + "  ⎿  " + shown(result_summary(name, result)), style="dim"))
 
