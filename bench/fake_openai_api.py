@@ -6,6 +6,8 @@ Not a test module: tests and benchmarks point the real ``openai`` SDK at it
 provider (``OLLAMA_HOST=server.root_url``).
 
 Invariants:
+- ``POST /v1/embeddings`` answers a deterministic bag-of-words vector per input
+  (``fake_embeddings``).
 - Every POST to ``/v1/chat/completions`` is recorded (parsed JSON body in
   ``.requests``, headers in ``.headers``) before it is answered, including those
   that get an error, so a test can assert on what the client sent.
@@ -41,6 +43,7 @@ where ``script.json`` is a list of ``{"text": "..."}``, ``{"tool_calls": [{"name
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import sys
@@ -317,6 +320,9 @@ class FakeOpenAIAPI(ScriptedServer[ScriptItem]):
                 with api._lock:
                     api.requests.append(body)
                     api.headers.append(headers)
+                if path == "/v1/embeddings":
+                    api._send_json(self, 200, fake_embeddings(body))
+                    return
                 if path != "/v1/chat/completions":
                     api._send_error(self, ChatError(404, f"no route for {path}", "not_found"))
                     return
@@ -327,6 +333,27 @@ class FakeOpenAIAPI(ScriptedServer[ScriptItem]):
                 api._answer(self, body)
 
         return Handler
+
+
+EMBEDDING_DIM = 32
+
+
+def fake_embeddings(body: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/embeddings``: each input's words hashed into ``EMBEDDING_DIM`` buckets (a
+    deterministic bag of words: texts sharing words are close), in OpenAI's shape. The
+    request is recorded in ``.requests`` like any other."""
+    raw = body.get("input", [])
+    inputs = [raw] if isinstance(raw, str) else list(raw)
+    data = []
+    for index, item in enumerate(inputs):
+        vec = [0.0] * EMBEDDING_DIM
+        for word in str(item).lower().split():
+            word = "".join(ch for ch in word if ch.isalnum())
+            if word:
+                vec[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIM] += 1.0
+        data.append({"object": "embedding", "index": index, "embedding": vec})
+    return {"object": "list", "data": data, "model": body.get("model", "fake"),
+            "usage": {"prompt_tokens": 0, "total_tokens": 0}}
 
     def _show(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         model = self.ollama_models.get(str(body.get("model") or body.get("name") or ""))

@@ -126,6 +126,8 @@ LAYERS = {
     "memagent.vfs": "vfs",
     "memagent.vfs.migrations": "vfs",
     "memagent.vfs.migrations.versions": "vfs",
+    "memagent.vfs.embeddings": "vfs",
+    "memagent.vfs.embeddings.providers": "vfs",
     "memagent.agent.model": "model",
     "memagent.agent.model.providers": "model",
     "memagent.agent.mcp": "mcp",

@@ -93,7 +93,8 @@ def view(store: SqlStore) -> AgentView:
 
 
 def ranked(view: AgentView, query: str, k: int = 10) -> list[str]:
-    return [h.path for h in view.search(query, k=k)]
+    """The full-text ranking (these tests are about it; tests/test_hybrid_search.py covers the others)."""
+    return [h.path for h in view.search(query, k=k, mode="lexical")]
 
 
 def test_the_file_a_query_is_about_ranks_first(view: AgentView, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,7 +118,7 @@ def test_hits_carry_a_snippet_and_the_version(view: AgentView) -> None:
     hit = view.search("chess")[0]
     assert hit.path == "/knowledge/people/bob.md" and hit.version == 1
     assert "chess" in hit.snippet and "\n" not in hit.snippet
-    assert view.search("zzzqqq") == []
+    assert view.search("zzzqqq", mode="lexical") == []
 
 
 def test_index_follows_write_edit_move_delete_revert(view: AgentView) -> None:
@@ -195,14 +196,16 @@ def test_the_tool_ranks_and_refuses_bad_calls(view: AgentView) -> None:
     assert box.run("search_memory", {"query": "  "}).is_error
     assert box.run("search_memory", {"query": "x", "k": 0}).is_error
     assert box.run("search_memory", {"query": "x", "k": "many"}).is_error
-    assert "No memory file or conversation matches" in box.run("search_memory", {"query": "qqqzzz"}).content
+    assert "No memory file or conversation matches" in box.run(
+        "search_memory", {"query": "qqqzzz", "mode": "lexical"}).content
+    assert box.run("search_memory", {"query": "x", "mode": "fuzzy"}).is_error
 
 
 def test_a_ranker_can_be_swapped_behind_the_tool(view: AgentView) -> None:
     from memagent.vfs.types import SearchHit
 
     class Fixed:
-        def search(self, query: str, *, k: int = 10) -> list[SearchHit]:
+        def search(self, query: str, *, k: int = 10, mode: str = "hybrid") -> list[SearchHit]:
             return [SearchHit("/knowledge/pets.md", 0.9, "Miso", 1)]
 
     result = ToolBox([SearchTools(view, ranker=Fixed())]).run("search_memory", {"query": "anything"})
@@ -218,7 +221,7 @@ def test_fs_search_through_the_command() -> None:
     lines = out(p).splitlines()
     assert lines[0].startswith("1. /knowledge/bob.md") and "chess" in lines[1]
     assert "/knowledge/ann.md" not in out(p)
-    p = run("fs", "search", '"NEAR(*', "-a", "demo")
+    p = run("fs", "search", '"NEAR(*', "--mode", "lexical", "-a", "demo")
     # No match: exit 1, nothing on stdout, the reason on stderr (like fs grep).
     assert p.returncode == 1 and out(p) == "" and "No memory file or conversation matches" in err(p)
     p = run("fs", "search", "tea", "-k", "0", "-a", "demo")
@@ -260,15 +263,15 @@ def test_among_many_matches_the_path_and_the_most_words_still_rank_first(crowded
     # The file named after the word, and the short one that repeats it, beat 250 that say it once.
     assert set(ranked(crowded, "walrus", 2)) == {"/knowledge/walrus.md", "/notes/zz-repeat.md"}
     assert ranked(crowded, "walrus svalbard arctic", 1) == ["/knowledge/arctic.md"]
-    assert len(crowded.search("walrus", k=50)) == 50
+    assert len(crowded.search("walrus", k=50, mode="lexical")) == 50
 
 
 def test_bounded_ranking_agrees_with_ranking_every_match(crowded: AgentView, monkeypatch: pytest.MonkeyPatch) -> None:
     queries = ["walrus", "walrus svalbard", "walrus note filler", "other things walrus"]
-    bounded = {q: crowded.search(q, k=10) for q in queries}
+    bounded = {q: crowded.search(q, k=10, mode="lexical") for q in queries}
     monkeypatch.setattr(ranking, "PG_CANDIDATES", 100_000)  # every match ranked exactly
     for q in queries:
-        assert crowded.search(q, k=10) == bounded[q], q
+        assert crowded.search(q, k=10, mode="lexical") == bounded[q], q
 
 
 def test_a_search_call_shows_its_query_in_the_chat_line() -> None:

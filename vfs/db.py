@@ -50,7 +50,7 @@ from sqlalchemy.exc import (
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0008"
+HEAD = "0009"
 # Execution option that marks a connection whose transaction will write.
 WRITE = "memagent_write"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this

@@ -20,7 +20,10 @@ For one store:
 - ``flush()`` merges now if this store wrote since the last merge: ``search``
   first merges what it reads (Postgres: the full-text index's list; SQLite: any
   pending row, whoever wrote it), and ``close`` merges everything last (a
-  short-lived ``memagent fs write`` leaves nothing pending behind).
+  short-lived ``memagent fs write`` leaves nothing pending behind);
+- after each of its merges the thread runs ``background`` (the store embeds the
+  files noted for new vectors, ``vfs/embeddings/index.py``, when its model is
+  loaded); ``flush`` and ``close`` never run it.
 
 Invariants: nothing here changes what any query returns (a pending entry is found
 either way; only the speed differs). Each merge is one transaction of its own, on
@@ -37,6 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, Engine, event, text
@@ -79,14 +83,17 @@ SQLITE_MERGE = {
 _SQLITE_TABLES = text("SELECT name FROM sqlite_master WHERE type = 'table' "
                       "AND name IN ('fts_pending', 'files_fts', 'files_search')")
 _OWN = "memagent_pending_merge"  # execution option marking the merge's own connection
+OWN_CONNECTION = _OWN  # for other background writers (vfs/embeddings/index.py)
 _INSUFFICIENT_PRIVILEGE = "42501"
 
 
 class PendingLists:
     """Merges the full-text indexes' pending entries after this engine's commits."""
 
-    def __init__(self, engine: Engine, *, delay: float = DELAY, max_delay: float = MAX_DELAY) -> None:
+    def __init__(self, engine: Engine, *, delay: float = DELAY, max_delay: float = MAX_DELAY,
+                 background: Callable[[], None] | None = None) -> None:
         self._engine = engine
+        self._background = background
         self._sqlite = engine.dialect.name == "sqlite"
         self._threaded = not (self._sqlite and engine.url.database in (None, "", ":memory:"))
         self.delay = delay
@@ -133,6 +140,8 @@ class PendingLists:
                     self._cond.wait(wait)
                     continue
             self.flush()
+            if self._background is not None:
+                self._background()
 
     def flush(self, *, search_only: bool = False) -> None:
         """Merge now what this store left pending.

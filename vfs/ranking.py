@@ -32,7 +32,8 @@ Invariants:
   counted in Python, over files whose text contains one of them.
 
 ``Ranker`` is the interface a caller ranks through; ``FullTextRanker`` is the
-database one. An embedding ranker can be added later behind the same interface.
+database one; vectors and the fused ranking are in ``vfs/embeddings/``. Scores are not
+rounded (bm25 of a word every file holds is ~1e-6: rounded, a real hit showed "score 0").
 """
 
 from __future__ import annotations
@@ -294,7 +295,7 @@ class FullTextRanker:
                 sql = text(_SQLITE.format(weight=PATH_WEIGHT, scopes=placeholders))
                 rows = conn.execute(sql, {**params, "q": fts5_match(words), "k": k}).all()
             # bm25 is lower-is-better and negative: flip it so higher is better.
-            return [Ranked(r.scope, r.path, round(-float(r.score), 4), snippet(r.content, words), r.version)
+            return [Ranked(r.scope, r.path, -float(r.score), snippet(r.content, words), r.version)
                     for r in rows]
         if kind == "tsvector":
             return _postgres(conn, placeholders, params, words, k)
@@ -315,7 +316,7 @@ def _postgres(conn: Connection, placeholders: str, params: dict[str, Any], words
     sql = text(_POSTGRES.format(hits=hits, candidates=candidates.format(scopes=placeholders), query=query_sql))
     conn.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
     found = conn.execute(sql, {**params, **wparams, "n": max(PG_CANDIDATES, k), "k": k}).all()
-    return [Ranked(r.scope, r.path, round(float(r.score), 4), snippet(r.content, words), r.version)
+    return [Ranked(r.scope, r.path, float(r.score), snippet(r.content, words), r.version)
             for r in found]
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from . import episodes, paths, writes
 from .errors import InvalidPath, NotFound, ReadOnly
+from .embeddings.base import SearchMode
+from .embeddings.hybrid import DEFAULT_MODE
 from .search import DEFAULT_LIMIT
 from .store import Store
 from .threads import ThreadStore
@@ -202,8 +204,10 @@ class AgentView:
         t = self._file(path)
         return self.store.blame(t.scope, t.path, shown=t.shown)
 
-    def search(self, query: str, *, k: int = 10, path: str = "/") -> list[SearchHit]:
+    def search(self, query: str, *, k: int = 10, path: str = "/",
+               mode: SearchMode = DEFAULT_MODE) -> list[SearchHit]:
         """Files ranked by relevance to ``query``: memory and past conversations, in view paths.
+        ``mode``: lexical, semantic or hybrid (``vfs/embeddings/hybrid.py``).
 
         ``path`` "/" searches every mount (the agent's files, /user/, /org/ and
         /conversations/); a mount or folder narrows it to what lies below.
@@ -216,7 +220,7 @@ class AgentView:
         by_scope = {m.scope: m for m in targets}
         prefix = paths.dir_prefix(t.path) if t.path != "/" else "/"
         out: list[SearchHit] = []
-        for hit in self.store.search(list(by_scope), query, k=k if prefix == "/" else max(k, 100)):
+        for hit in self.store.search(list(by_scope), query, k=k if prefix == "/" else max(k, 100), mode=mode):
             m = by_scope[hit.scope]
             if prefix != "/" and not hit.path.startswith(prefix):
                 continue

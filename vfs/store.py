@@ -47,11 +47,15 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, SQLAlchemyError
 
 from memagent.vfs import blame as blaming
 from memagent.vfs import bulk, db, paths, ranking, search
 from memagent.vfs.edits import apply_edit, unified_diff
+from memagent.vfs.embeddings import hybrid
+from memagent.vfs.embeddings.base import Embedder, SearchMode
+from memagent.vfs.embeddings.base import check_mode as check_search_mode
+from memagent.vfs.embeddings.index import SyncReport, VectorIndex
 from memagent.vfs.errors import (
     AgentNotFound,
     AlreadyExists,
@@ -162,7 +166,8 @@ class Store(Protocol):
              fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult: ...
     def history(self, scope: str, path: str, *, shown: str | None = None) -> list[Revision]: ...
     def blame(self, scope: str, path: str, *, shown: str | None = None) -> list[BlameLine]: ...
-    def search(self, scopes: Sequence[str], query: str, *, k: int = 10) -> list[ranking.Ranked]: ...
+    def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
+               mode: SearchMode = "lexical") -> list[ranking.Ranked]: ...
     def revision_content(self, scope: str, path: str, version: int, *, shown: str | None = None) -> str | None: ...
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None, *,
              shown: str | None = None) -> str: ...
@@ -187,7 +192,8 @@ def _memory_scope(scope: str, shown: str) -> None:
 class SqlStore:
     """``Store`` over a SQLAlchemy engine (SQLite or Postgres)."""
 
-    def __init__(self, engine: Engine, *, validator: Validator | None = None) -> None:
+    def __init__(self, engine: Engine, *, validator: Validator | None = None,
+                 embedder: Embedder | None = None) -> None:
         self.engine = engine
         self.validator: Validator = validator or _default_validator
         self._read_options: dict[str, Any] = (
@@ -196,8 +202,11 @@ class SqlStore:
         self._search_features: Features | None = None
         # Ranked search (search_memory); see vfs/ranking.py.
         self._ranker: ranking.Ranker = ranking.FullTextRanker()
-        # The full-text indexes' pending entries, merged after writes (vfs/pending.py).
-        self._pending = PendingLists(engine)
+        # The files' vectors (vfs/embeddings/): ``embedder`` or MEMAGENT_EMBEDDER's, built on first use.
+        self.vectors = VectorIndex(engine, embedder)
+        # The full-text indexes' pending entries, merged after writes (vfs/pending.py); the
+        # same thread embeds noted files once a search has loaded the model.
+        self._pending = PendingLists(engine, background=self._embed_in_background)
         # A call whose connection the server dropped runs again on a new one (see
         # _RECONNECTING); it needs to know whether the call sent a COMMIT.
         db.watch_commits(engine)
@@ -570,13 +579,33 @@ class SqlStore:
     # -- ranked search --------------------------------------------------------
 
     def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
-               ranker: ranking.Ranker | None = None) -> list[ranking.Ranked]:
-        """Live files of ``scopes`` ranked by relevance to ``query`` (see ``vfs/ranking.py``)."""
+               ranker: ranking.Ranker | None = None,
+               mode: SearchMode = "lexical") -> list[ranking.Ranked]:
+        """Live files of ``scopes`` ranked by relevance to ``query``: ``mode`` lexical
+        (``vfs/ranking.py``, the store's default), semantic or hybrid
+        (``vfs/embeddings/hybrid.py``; ``AgentView.search`` and the front ends default
+        to ``hybrid.DEFAULT_MODE``)."""
+        mode = check_search_mode(mode)
         # The ranking reads the full-text index: what it has not merged yet it would miss
         # (SQLite) or scan in every lookup (Postgres).
         self._pending.flush(search_only=True)
+        if ranker is not None:
+            with self._read(transaction=True) as conn:
+                return ranker.rank(conn, scopes, query, k)
+        if mode != "lexical":
+            self.vectors.sync()  # embed what was written since the last sync
         with self._read(transaction=True) as conn:
-            return (ranker or self._ranker).rank(conn, scopes, query, k)
+            return hybrid.search(conn, self._ranker, self.vectors, scopes, query, k, mode)
+
+    def reindex_embeddings(self) -> SyncReport:
+        """Drop every vector and embed every live file again with the current embedder."""
+        return self.vectors.reindex()
+
+    def _embed_in_background(self) -> None:
+        try:
+            self.vectors.sync(load=False)
+        except (VfsError, SQLAlchemyError) as exc:  # the next search embeds and reports it
+            log.debug("embedding noted files in the background failed: %s", exc)
 
     def _revision(self, conn: Connection, file_row: Any, version: int, shown: str) -> Any:
         rev = conn.execute(

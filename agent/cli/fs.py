@@ -26,6 +26,8 @@ import click
 from memagent.agent.cli.common import Ctx, cli_words, fail, memory_command
 from memagent.vfs import writes
 from memagent.vfs.errors import ValidationFailed, VfsError
+from memagent.vfs.embeddings.base import SEARCH_MODES, SearchMode
+from memagent.vfs.embeddings.hybrid import DEFAULT_MODE as DEFAULT_SEARCH_MODE
 from memagent.vfs.render import render_blame, render_log, render_ls, render_search
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
@@ -249,12 +251,15 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
     click.argument("query"),
     click.option("-k", "--limit", "k", type=click.IntRange(1, 100), default=10, show_default=True,
                  help="Most results to print."),
-    click.option("--path", "path", default="/", help="Only below this folder (e.g. /conversations)."))
-def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str) -> None:
-    """Rank memory files and past conversations by relevance to QUERY (full-text, stemmed words).
+    click.option("--path", "path", default="/", help="Only below this folder (e.g. /conversations)."),
+    click.option("--mode", "mode", type=click.Choice(SEARCH_MODES), default=DEFAULT_SEARCH_MODE,
+                 show_default=True,
+                 help="lexical: words (stemmed); semantic: meaning (MEMAGENT_EMBEDDER); hybrid: both fused."))
+def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str, mode: SearchMode) -> None:
+    """Rank memory files and past conversations by relevance to QUERY (words, meaning, or both).
 
     Exits 1 with nothing on stdout when nothing matches, like `fs grep`."""
-    hits = ctx.view(agent).search(query, k=k, path=path)
+    hits = ctx.view(agent).search(query, k=k, path=path, mode=mode)
     if not hits:
         click.echo(f"memagent: {shown(render_search(hits, query[:200]))}", err=True)
         sys.exit(1)

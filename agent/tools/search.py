@@ -2,11 +2,11 @@
 
 Invariants:
 - Read-only: it changes nothing and asks no one.
-- Ranking goes through a ``MemorySearch`` (anything with ``search(query, k)``
-  returning ``SearchHit``s in view paths). The default is the agent's view, answered
-  by the database's full-text index (``vfs/ranking.py``); an embedding ranker can
-  replace it later without changing the tool's name, parameters or result text.
-- Errors are values: an empty or wordless query, or a bad ``k``, is an
+- Ranking goes through a ``MemorySearch`` (anything with ``search(query, k, mode)``
+  returning ``SearchHit``s in view paths). The default is the agent's view: words
+  (the full-text index, ``vfs/ranking.py``), meaning (vectors), or both fused
+  (``vfs/embeddings/hybrid.py``), as ``mode`` says.
+- Errors are values: an empty or wordless query, a bad ``k`` or ``mode``, is an
   ``is_error`` result saying how to fix the call; no query can crash or hang it.
 """
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from memagent.agent.tools.base import ToolResult, schema
+from memagent.vfs.embeddings.base import SEARCH_MODES, SearchMode, check_mode
+from memagent.vfs.embeddings.hybrid import DEFAULT_MODE
 from memagent.vfs.render import render_search
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.types import SearchHit
@@ -25,21 +27,25 @@ NAMES = frozenset({"search_memory"})
 
 DEFINITIONS: list[dict[str, Any]] = [
     {"name": "search_memory",
-     "description": "Rank memory files and past conversations (/conversations/) by full-text relevance to "
-                    "a question; each hit has its path and a snippet. Use it when you do not know which file "
-                    "holds something, then read_file the best hits. Words match by stem (meeting ~ meetings); "
-                    "for exact text or patterns use grep.",
+     "description": "Rank memory files and past conversations (/conversations/) by relevance to a "
+                    "question, by words and by meaning; each hit has its path and a snippet. Use it when you "
+                    "do not know which file holds something, then read_file the best hits. A question in other "
+                    "words than the file's is found too (mode hybrid, the default); for exact text or patterns "
+                    "use grep.",
      "input_schema": schema({
          "query": {"type": "string", "description": "Words to look for, e.g. 'meeting notes format'"},
          "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": DEFAULT_K,
-               "description": "Most results to return."}}, ["query"])},
+               "description": "Most results to return."},
+         "mode": {"type": "string", "enum": list(SEARCH_MODES), "default": DEFAULT_MODE,
+                  "description": "lexical: the words (stemmed); semantic: the meaning; hybrid: both fused."}},
+        ["query"])},
 ]
 
 
 class MemorySearch(Protocol):
-    """What ranks files for the tool (the view's full-text search, or a later embedding ranker)."""
+    """What ranks files for the tool (the view's search, or another ranker)."""
 
-    def search(self, query: str, *, k: int = DEFAULT_K) -> list[SearchHit]: ...
+    def search(self, query: str, *, k: int = DEFAULT_K, mode: SearchMode = DEFAULT_MODE) -> list[SearchHit]: ...
 
 
 class SearchTools:
@@ -55,10 +61,13 @@ class SearchTools:
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._search(**args)
 
-    def _search(self, query: str, k: int = DEFAULT_K) -> ToolResult:
+    def _search(self, query: str, k: int = DEFAULT_K, mode: str = DEFAULT_MODE) -> ToolResult:
         if not isinstance(query, str) or not query.strip():
             return ToolResult("query is empty; give a few words to look for, e.g. 'meeting notes format'", True)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             return ToolResult(f"k must be a whole number from 1 to {MAX_K}; leave it out for {DEFAULT_K}", True)
-        hits = self.ranker.search(query, k=k)
+        if mode not in SEARCH_MODES:
+            return ToolResult(f"mode must be one of {', '.join(SEARCH_MODES)}; leave it out for {DEFAULT_MODE}",
+                              True)
+        hits = self.ranker.search(query, k=k, mode=check_mode(mode))
         return ToolResult(render_search(hits, query[:200]))

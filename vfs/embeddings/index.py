@@ -1,0 +1,304 @@
+"""The vectors of the files: kept in step off the write path, scored in process.
+
+Invariants:
+- A write only notes its file in ``embedding_pending`` (triggers, migration 0009).
+  ``sync`` embeds the noted files, in batches: read the rows, embed with no lock
+  held, then in one transaction replace the files' vectors and remove each note
+  only if the file still holds the text that was embedded. A change made meanwhile
+  keeps its note, so no change is missed, and a crash loses nothing.
+- Vectors record the embedder's model and dimension; only the current model's are
+  read. The first sync under a model with no ``embedding_state`` row (a new
+  database, a switched ``MEMAGENT_EMBEDDER``, a reindex) removes every other
+  model's vectors and notes every live file: switching re-embeds, never mixes.
+- ``rank`` answers only live files at the version their vectors were made from: a
+  vector of an older version, a moved or deleted file never surfaces, whatever the
+  in-memory copy holds.
+- The in-memory copy (one float32 matrix per store) is current with the database's
+  generation for the model, read once per query (one indexed row); when it moved,
+  only rows of newer generations are read and replace their files' rows.
+- A file's score is its best chunk's cosine similarity.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import IntegrityError
+
+from memagent.vfs.db import WRITE
+from memagent.vfs.pending import OWN_CONNECTION
+
+from . import chunks
+from .base import Embedder, EmbedderError, Vectors, first_line
+
+log = logging.getLogger("memagent.vfs")
+
+BATCH_FILES = 256
+# Execution option marking the index's own connections: the background merge's
+# commit listener ignores them (vfs/pending.py), so a sync never schedules another.
+OWN = OWN_CONNECTION
+
+
+@dataclass(frozen=True)
+class SemanticHit:
+    file_id: int
+    scope: str
+    path: str
+    version: int
+    score: float
+    chunk: int
+    content: str
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    files: int
+    chunks: int
+    seconds: float
+    model: str
+
+
+@dataclass
+class _Cache:
+    model: str
+    dim: int
+    gen: int
+    file_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    chunk_nos: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
+    versions: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    scope_codes: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
+    matrix: Vectors = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    scopes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, rows: Sequence[Any]) -> None:
+        """Rows (file_id, chunk, version, scope, vector) replace every row of their files."""
+        rows = [r for r in rows if len(r.vector) == 4 * self.dim]
+        if not rows:
+            return
+        new_ids = np.array([r.file_id for r in rows], np.int64)
+        keep = ~np.isin(self.file_ids, new_ids)
+        codes = [self.scopes.setdefault(r.scope, len(self.scopes)) for r in rows]
+        vecs = np.frombuffer(b"".join(r.vector for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+        base = self.matrix[keep] if len(self.matrix) else np.zeros((0, self.dim), np.float32)
+        self.matrix = np.ascontiguousarray(np.vstack([base, vecs]))
+        self.file_ids = np.concatenate([self.file_ids[keep], new_ids])
+        self.chunk_nos = np.concatenate([self.chunk_nos[keep], np.array([r.chunk for r in rows], np.int32)])
+        self.versions = np.concatenate([self.versions[keep], np.array([r.version for r in rows], np.int64)])
+        self.scope_codes = np.concatenate([self.scope_codes[keep], np.array(codes, np.int32)])
+
+
+_ROWS = "SELECT file_id, chunk, version, scope, vector FROM embeddings WHERE model = :m AND dim = :d"
+
+
+def _embed(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """``embedder.embed``; whatever a third-party embedder raises becomes one ``EmbedderError`` line."""
+    try:
+        return embedder.embed(texts)
+    except EmbedderError:
+        raise
+    except Exception as exc:  # an embedder's own error type (ModelError, a library's): one line
+        raise EmbedderError(f"embedding with {embedder.model} failed: {first_line(exc)}") from None
+
+
+class VectorIndex:
+    """The vectors of one store's database (see the module docstring)."""
+
+    def __init__(self, engine: Engine, embedder: Embedder | None = None,
+                 make: Callable[[], Embedder] | None = None) -> None:
+        self._engine = engine
+        self._embedder = embedder
+        self._make = make
+        self._sync_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._cache: _Cache | None = None
+        self.embedded_files = 0  # files embedded by this process (tests, bench)
+
+    # -- the embedder ---------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            if self._make is None:
+                from . import registry
+
+                self._embedder = registry.build()
+            else:
+                self._embedder = self._make()
+        return self._embedder
+
+    def use(self, embedder: Embedder) -> None:
+        """Embed with ``embedder`` from now on (its first sync re-embeds if its model is new)."""
+        with self._sync_lock, self._cache_lock:
+            self._embedder = embedder
+            self._cache = None
+
+    # -- keeping vectors in step ------------------------------------------------
+
+    def _conn(self, *, write: bool = False) -> Any:
+        options: dict[str, Any] = {OWN: True}
+        if write:
+            options[WRITE] = True
+        return self._engine.connect().execution_options(**options)
+
+    def sync(self, *, load: bool = True) -> SyncReport:
+        """Embed every noted file. ``load=False``: only if the model is loaded already
+        (the background merge never pays the load)."""
+        start = time.perf_counter()
+        if not load and (self._embedder is None or not self._embedder.ready):
+            return SyncReport(0, 0, 0.0, "")
+        embedder = self.embedder
+        files = pieces = 0
+        with self._sync_lock:
+            self._ensure_state(embedder.model)
+            seen: set[int] = set()
+            while True:
+                with self._conn() as conn:
+                    batch = conn.execute(text(
+                        "SELECT p.file_id, f.scope, f.path, f.content, f.version FROM embedding_pending AS p "
+                        "LEFT JOIN files AS f ON f.id = p.file_id ORDER BY p.file_id LIMIT :n"),
+                        {"n": BATCH_FILES}).all()
+                if not batch or all(r.file_id in seen for r in batch):
+                    break  # nothing left, or only files changing faster than we embed (next sync)
+                seen.update(r.file_id for r in batch)
+                pieces += self._store(embedder, batch)
+                files += len(batch)
+        self.embedded_files += files
+        return SyncReport(files, pieces, time.perf_counter() - start, embedder.model)
+
+    def _ensure_state(self, model: str) -> None:
+        with self._conn() as conn:
+            if conn.execute(text("SELECT 1 FROM embedding_state WHERE model = :m"), {"m": model}).first():
+                return
+        try:
+            with self._conn(write=True) as conn, conn.begin():
+                if conn.execute(text("SELECT 1 FROM embedding_state WHERE model = :m"), {"m": model}).first():
+                    return
+                old = conn.execute(text("SELECT coalesce(max(gen), 0) FROM embedding_state")).scalar() or 0
+                conn.execute(text("DELETE FROM embeddings WHERE model <> :m"), {"m": model})
+                conn.execute(text("DELETE FROM embedding_state"))
+                conn.execute(text("INSERT INTO embedding_state(model, gen) VALUES (:m, :g)"),
+                             {"m": model, "g": int(old) + 1})
+                ignore = "OR IGNORE " if conn.dialect.name == "sqlite" else ""
+                tail = "" if conn.dialect.name == "sqlite" else " ON CONFLICT DO NOTHING"
+                conn.execute(text(f"INSERT {ignore}INTO embedding_pending(file_id) SELECT id FROM files "
+                                  f"WHERE content IS NOT NULL{tail}"))
+        except IntegrityError:  # another process created the row first: it noted the files
+            pass
+
+    def _store(self, embedder: Embedder, batch: Sequence[Any]) -> int:
+        texts: list[str] = []
+        owners: list[tuple[Any, int]] = []
+        for row in batch:
+            if row.content is None:
+                continue
+            for i, piece in enumerate(chunks.texts(row.path, row.content)):
+                texts.append(piece)
+                owners.append((row, i))
+        vectors = _embed(embedder, texts) if texts else np.zeros((0, 0), np.float32)
+        if len(vectors) != len(texts):
+            raise EmbedderError(f"the embedder answered {len(vectors)} vectors for {len(texts)} texts")
+        dim = int(vectors.shape[1]) if texts else 0
+        ids = [int(r.file_id) for r in batch]
+        same = "IS" if self._engine.dialect.name == "sqlite" else "IS NOT DISTINCT FROM"
+        with self._conn(write=True) as conn, conn.begin():
+            conn.execute(text("UPDATE embedding_state SET gen = gen + 1 WHERE model = :m"), {"m": embedder.model})
+            gen = conn.execute(text("SELECT gen FROM embedding_state WHERE model = :m"),
+                               {"m": embedder.model}).scalar()
+            if gen is None:  # a reindex removed the state meanwhile: store nothing, the next sync redoes it
+                return 0
+            conn.execute(text(f"DELETE FROM embeddings WHERE file_id IN ({', '.join(map(str, ids))})"))
+            if texts:
+                conn.execute(text(
+                    "INSERT INTO embeddings(file_id, scope, chunk, model, dim, version, gen, vector) "
+                    "VALUES (:f, :s, :c, :m, :d, :v, :g, :x)"),
+                    [{"f": r.file_id, "s": r.scope, "c": i, "m": embedder.model, "d": dim, "v": r.version,
+                      "g": gen, "x": vectors[n].tobytes()} for n, (r, i) in enumerate(owners)])
+            conn.execute(text(
+                f"DELETE FROM embedding_pending WHERE file_id = :f AND "
+                f"(SELECT content FROM files WHERE id = :f) {same} :c"),
+                [{"f": r.file_id, "c": r.content} for r in batch])
+        return len(texts)
+
+    def reindex(self) -> SyncReport:
+        """Drop every vector and embed every live file again with the current embedder."""
+        model = self.embedder.model
+        with self._sync_lock, self._cache_lock:
+            with self._conn(write=True) as conn, conn.begin():
+                conn.execute(text("DELETE FROM embeddings"))
+                conn.execute(text("DELETE FROM embedding_state WHERE model <> :m"), {"m": model})
+                conn.execute(text("UPDATE embedding_state SET gen = gen + 1 WHERE model = :m"), {"m": model})
+                conn.execute(text("DELETE FROM embedding_pending"))
+                conn.execute(text("INSERT INTO embedding_pending(file_id) SELECT id FROM files "
+                                  "WHERE content IS NOT NULL"))
+            self._cache = None
+        return self.sync()
+
+    # -- scoring ------------------------------------------------------------------
+
+    def _current(self, conn: Connection, model: str, dim: int) -> _Cache | None:
+        gen = conn.execute(text("SELECT gen FROM embedding_state WHERE model = :m"), {"m": model}).scalar()
+        if gen is None:
+            return None
+        with self._cache_lock:
+            cache = self._cache
+            if cache is None or cache.model != model or cache.dim != dim or gen < cache.gen:
+                cache = _Cache(model, dim, 0)
+                cache.add(conn.execute(text(_ROWS), {"m": model, "d": dim}).all())
+            elif gen > cache.gen:
+                cache.add(conn.execute(text(_ROWS + " AND gen > :g"),
+                                       {"m": model, "d": dim, "g": cache.gen}).all())
+            cache.gen = int(gen)
+            self._cache = cache
+            return cache
+
+    def rank(self, conn: Connection, scopes: Sequence[str], query: str, k: int,
+             min_score: float = -1.0) -> list[SemanticHit]:
+        """The live files of ``scopes`` closest in meaning to ``query`` with a best chunk
+        scoring at least ``min_score``; best first, at most ``k``."""
+        embedder = self.embedder
+        q = _embed(embedder, [query])[0]
+        cache = self._current(conn, embedder.model, int(q.shape[0]))
+        if cache is None or not len(cache.matrix):
+            return []
+        wanted = [cache.scopes[s] for s in scopes if s in cache.scopes]
+        if not wanted:
+            return []
+        rows = np.flatnonzero(np.isin(cache.scope_codes, wanted))
+        if not len(rows):
+            return []
+        scores = cache.matrix[rows] @ q
+        order = rows[np.argsort(-scores, kind="stable")]
+        best = dict(zip(rows.tolist(), scores.tolist(), strict=True))
+        # The first (best) chunk of each file, in score order.
+        _, first = np.unique(cache.file_ids[order], return_index=True)
+        ranked = order[np.sort(first)]
+        ranked = ranked[cache.matrix[ranked] @ q >= min_score]
+        out: list[SemanticHit] = []
+        want = 2 * k + 10
+        pos = 0
+        while len(out) < k and pos < len(ranked):
+            part = ranked[pos:pos + want]
+            pos += len(part)
+            ids = [int(cache.file_ids[i]) for i in part]
+            live = {r.id: r for r in conn.execute(text(
+                f"SELECT id, scope, path, version, content FROM files WHERE id IN ({', '.join(map(str, ids))}) "
+                "AND content IS NOT NULL"))}
+            for i in part:
+                fid = int(cache.file_ids[i])
+                r = live.get(fid)
+                if r is None or r.version != int(cache.versions[i]):
+                    continue  # deleted, moved or changed since its vectors were made
+                out.append(SemanticHit(fid, r.scope, r.path, r.version, float(best[int(i)]),
+                                       int(cache.chunk_nos[i]), r.content))
+                if len(out) >= k:
+                    break
+            want *= 2
+        return out
