@@ -17,7 +17,13 @@ Invariants: remote servers' tools go to ``tools.json`` with approval tools in
 ``interrupt_config``; stdio servers, which that shape cannot name, go to a
 ``.mcp.json`` beside it with a note; request headers (credentials) are noted,
 never written; models are ``provider:model`` there (``anthropic:`` added and
-removed).
+removed). ``deepagents deploy`` (the ``deepagents-cli`` package) bundles only
+``agent.json``, ``AGENTS.md``, ``tools.json``, ``skills/<name>/`` folders with a
+``SKILL.md`` and ``subagents/<name>/`` (its ``agent.json``, ``AGENTS.md``,
+``tools.json``, ``skills/``): every other exported file (``knowledge/*.md``, plain
+notes) gets a note saying deploy will not pick it up (``not_deployed``); it stays in
+the folder for ``memagent import``. tests/interop/test_deepagents_deploy.py checks
+both against the real ``deploy --dry-run``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from .claude_code import (
 from .frontmatter import first_paragraph, read_agent, subagent_file, tool_list
 from .mcp import Tool, ToolsConfig, mcp_name, read_tools_json, split_mcp_name, write_tools_json
 
+SUBAGENT_FILES = ("agent.json", "AGENTS.md", "tools.json")  # what deploy reads in subagents/<name>/
 RESERVED = ("agent.json", "deepagents.toml", "tools.json", "mcp.json", ".mcp.json")
 FILE_TOOLS = ("ls", "read_file", "write_file", "edit_file", "glob", "grep")  # deepagents' built-in tools
 SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -64,6 +71,28 @@ def to_model(model: str) -> str:
 
 def from_model(model: str) -> str:
     return model.removeprefix("anthropic:")
+
+
+def not_deployed(files: Mapping[str, bytes]) -> list[str]:
+    """The exported paths ``deepagents deploy`` leaves out of its bundle, in path order (dot
+    files, ``.mcp.json`` and the manifest, are the export's own and have their own notes).
+
+    As deploy reads a project: the three top files; every file of a ``skills/<name>/`` folder
+    that has a ``SKILL.md``; a subagent folder's three files and every file below its own
+    ``skills/``; never a name starting with a dot."""
+    def deployed(path: str) -> bool:
+        parts = path.split("/")
+        if any(part.startswith(".") for part in parts):
+            return False
+        if len(parts) == 1:
+            return path in ("agent.json", "AGENTS.md", "tools.json")
+        if parts[0] == "skills" and len(parts) >= 3:
+            return f"skills/{parts[1]}/SKILL.md" in files
+        if parts[0] == "subagents" and len(parts) >= 3 and f"subagents/{parts[1]}/AGENTS.md" in files:
+            return parts[2] in SUBAGENT_FILES if len(parts) == 3 else parts[2] == "skills"
+        return False
+
+    return sorted(p for p in files if not p.startswith(".") and not deployed(p))
 
 
 class DeepAgentsFormat:
@@ -80,6 +109,11 @@ class DeepAgentsFormat:
         export_layout(memory, result, skills_dir="skills", reserved=RESERVED, config=config,
                       subagent=lambda path, content: self._export_subagent(path, content, config, result),
                       tools=lambda config: self._export_tools(config, result))
+        for out in not_deployed(result.files):
+            sources = sorted(result.origins.get(out, set())) or [out]
+            result.notes.append(Note(sources[0], f"exported as {out}, which `deepagents deploy` does not pick up (it "
+                                                 "bundles agent.json, AGENTS.md, tools.json, skills/ and subagents/ "
+                                                 "only); the file stays in the folder for `memagent import`"))
         return result
 
     def _export_subagent(self, path: str, content: str, config: ToolsConfig, result: ExportResult) -> None:

@@ -69,6 +69,7 @@ def apply(data: bytes, format_name: str, tree: Mapping[str, bytes], result: Impo
                                            "ignored"))
         return
     stale = 0
+    restored: set[str] = set()
     for entry in entries:
         if not isinstance(entry, dict):
             continue
@@ -85,6 +86,10 @@ def apply(data: bytes, format_name: str, tree: Mapping[str, bytes], result: Impo
         else:
             result.files[path] = content
             result.origins[path] = set(made_from) | {MANIFEST}
+        restored.add(path)
+    # A note about how a file was translated is void once the original is given back exactly
+    # (e.g. "add the tools to /tools.json" after /tools.json is restored as it was).
+    result.notes = [n for n in result.notes if n.path not in restored]
     if stale:
         result.notes.append(Note(MANIFEST, f"{stale} kept original(s) skipped: the exported files they came "
                                            "from were changed, so their translation is imported instead"))
