@@ -20,7 +20,10 @@ from memagent.agent.prompt import PromptBuilder
 from memagent.agent.subagents import run_subagent
 from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolBox, ToolProvider, ToolResult
 from memagent.agent.tools.mcp import McpTools, Warn
+from memagent.agent.tools.memory import agent_rules
 from memagent.agent.tools.search import SearchTools
+from memagent.vfs.approval_rules import RuleBook
+from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
@@ -38,8 +41,15 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
     tools of ``/tools.json`` (connected now, or with ``mcp_background`` started behind
     the caller's back; ``warn`` hears about servers that fail).
     ``rules``: the agent's approval rules, applied before the gate by the file tools,
-    the MCP tools and every subagent's file tools."""
+    the MCP tools and every subagent's file tools (default: the agent's own, read from
+    its settings scope at each decision)."""
     gate = gate if gate is not None else Gate(approve, yolo=yolo)
+    if rules is None:
+        # Every agent honours its approval rules; a front end passes its own to say how
+        # ``ask`` and ``queue`` go (run: unattended) and to hear which rule decided.
+        engine = getattr(view.store, "engine", None) if threads is None else threads.engine
+        rules = (agent_rules(view, ProposalStore(engine), by="memagent session") if engine is not None
+                 else RuledApproval(RuleBook(view.store, view.agent)))
     mcp = (McpTools(view, mcp_hub, gate, warn=warn, rules=rules, background=mcp_background)
            if mcp_hub is not None else None)
     memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None, rules=rules)

@@ -62,8 +62,9 @@ import jsonschema
 
 from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
 from memagent.agent.tools.history import HistoryTools
-from memagent.agent.tools.memory import Basis
+from memagent.agent.tools.memory import Basis, RuledApproval, agent_rules
 from memagent.agent.tools.search import SearchTools
+from memagent.vfs.approval_rules import RuleBook
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
 from memagent.vfs.scopes import AgentView
@@ -100,6 +101,8 @@ class FixedGate:
 
     def __init__(self, approval: Literal["client", "yolo"]) -> None:
         self.approval: Literal["client", "yolo"] = approval
+        # --approval yolo overrides the agent's approval rules, as --yolo does elsewhere.
+        self.yolo = approval == "yolo"
 
     def check(self, request: ApprovalRequest) -> Outcome:
         return Outcome(True, self.approval)
@@ -114,8 +117,13 @@ class Session:
         self.queue = queue
         self.lock = threading.Lock()
         gate = FixedGate("yolo" if mode == "yolo" else "client")
+        # The agent's approval rules first; "ask" (no rule) is what --approval says.
+        engine = getattr(view.store, "engine", None)
+        proposals = queue if queue is not None else ProposalStore(engine) if engine is not None else None
+        rules = (agent_rules(view, proposals, by=client) if proposals is not None
+                 else RuledApproval(RuleBook(view.store, view.agent)))  # a store without a queue: queue rules refuse
         self.memory = MemoryTools(view, gate, author="agent",
-                                  defer=self._enqueue if mode == "queue" else None)
+                                  defer=self._enqueue if mode == "queue" else None, rules=rules)
         self.memory.origin = Origin("mcp", detail=client)
         self.box = ToolBox([self.memory, SearchTools(view), HistoryTools(view)])
         self.schemas = {d["name"]: d["input_schema"] for d in self.box.definitions()}

@@ -1,0 +1,241 @@
+"""Approval rules per agent (``vfs/approval_rules.py``): syntax, globs, precedence, rules
+for one tool; kept where no tool reaches them; honoured by chat, ``mcp serve`` and
+subagents (``memagent run`` in tests/test_run.py), with ``--yolo`` over them.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from memagent.agent.chat.session import build_session
+from memagent.agent.chat.ui.plain import PlainUI
+from memagent.agent.gate import Decision
+from memagent.agent.model.scripted import ScriptedModel
+from memagent.agent.serve.server import Session
+from memagent.vfs import SqlStore
+from memagent.vfs.approval_rules import RULES_PATH, RuleBook, RuleError, decide, parse_rule, parse_rules
+from memagent.vfs.errors import StaleVersion
+from memagent.vfs.paths import scope_name
+from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
+from tests.agent_helpers import last_tool_result, make_agent
+from tests.cli_helpers import err, out, run
+
+S = "agent:a"
+SETTINGS = scope_name("settings", "a")
+
+
+def rules(*lines: str) -> list:  # type: ignore[type-arg]
+    return parse_rules("\n".join(lines))
+
+
+# -- syntax, globs, precedence ------------------------------------------------------------------
+
+
+def test_globs_stay_in_a_folder_or_cross_them() -> None:
+    star, deep, everything = (parse_rule(s, "allow") for s in
+                              ("write_file(/knowledge/*.md)", "write_file(/knowledge/**)", "write_file(**)"))
+    assert star.matches("write_file", "/knowledge/a.md") and not star.matches("write_file", "/knowledge/x/a.md")
+    assert deep.matches("write_file", "/knowledge/x/y/a.md") and not deep.matches("write_file", "/knowledgebase.md")
+    assert everything.matches("write_file", "/AGENTS.md") and everything.matches("write_file", "/user/a/b.md")
+    assert parse_rule("write_file(/**/notes.md)", "deny").matches("write_file", "/notes.md")
+    assert parse_rule("write_file(/**/notes.md)", "deny").matches("write_file", "/a/b/notes.md")
+    assert parse_rule("edit_file(/AGENTS.md)", "ask").spec == "edit_file(/AGENTS.md)"
+    assert parse_rule("delete_file(knowledge/?.md)", "deny").pattern == "/knowledge/?.md"
+
+
+def test_a_rule_is_for_its_own_tool_only() -> None:
+    rule = parse_rule("edit_file(/AGENTS.md)", "deny")
+    assert rule.matches("edit_file", "/AGENTS.md")
+    assert not rule.matches("write_file", "/AGENTS.md") and not rule.matches("delete_file", "/AGENTS.md")
+    mcp = parse_rule("mcp__time__*", "allow")
+    assert mcp.matches("mcp__time__now", None) and not mcp.matches("mcp__files__read", None)
+    assert not mcp.matches("write_file", "/mcp__time__x")
+
+
+def test_first_match_wins_and_no_match_is_the_default() -> None:
+    book = rules("edit_file(/AGENTS.md) deny", "edit_file(**) allow", "write_file(/knowledge/**) queue")
+    assert decide(book, "edit_file", "/AGENTS.md").action == "deny"
+    assert decide(book, "edit_file", "/AGENTS.md").number == 1
+    found = decide(book, "edit_file", "/knowledge/a.md")
+    assert (found.action, found.number, found.describe()) == ("allow", 2, "rule 2 (edit_file(/**) allow)")
+    assert decide(book, "write_file", "/knowledge/a.md").action == "queue"
+    assert decide(book, "delete_file", "/knowledge/a.md").describe() == "no rule (default: ask)"
+    reversed_book = rules("edit_file(**) allow", "edit_file(/AGENTS.md) deny")
+    assert decide(reversed_book, "edit_file", "/AGENTS.md").action == "allow"
+
+
+@pytest.mark.parametrize(("spec", "action", "why"), [
+    ("bogus(/x)", "allow", "unknown tool 'bogus'"),
+    ("write_file(/x)", "maybe", "unknown action 'maybe'"),
+    ("mcp__time__now(/x)", "allow", "takes no path pattern"),
+    ("write_file()", "allow", "empty path pattern"),
+    ("write_file(/../x)", "allow", "goes above the root"),
+    ("write_file(/a", "allow", "cannot read rule"),
+])
+def test_bad_rules_say_what_is_wrong(spec: str, action: str, why: str) -> None:
+    with pytest.raises(RuleError, match=why.replace("(", r"\(")):
+        parse_rule(spec, action)
+
+
+# -- where they live: no tool can change them ------------------------------------------------------
+
+
+def test_rules_are_versioned_revisions_outside_every_view(store: SqlStore) -> None:
+    book = RuleBook(store, "a")
+    assert book.add("write_file(/knowledge/**)", "allow") == (1, parse_rule("write_file(/knowledge/**)", "allow"))
+    book.add("delete_file(**)", "deny")
+    assert [str(r) for r in book.rules()] == ["write_file(/knowledge/**) allow", "delete_file(/**) deny"]
+    book.remove(1)
+    assert [str(r) for r in book.rules()] == ["delete_file(/**) deny"]
+    assert sorted(h.version for h in store.history(SETTINGS, RULES_PATH)) == [1, 2, 3]
+    with pytest.raises(RuleError, match="rules 1 to 1"):
+        book.remove(2)
+    # Two writers that read the same version: the second is refused, nothing is lost.
+    stale = store.prepare_write(SETTINGS, RULES_PATH, "write_file(**) allow\n", expected_version=3)
+    book.add("edit_file(**)", "ask")
+    with pytest.raises(StaleVersion):
+        store.commit(stale, author="cli", approval="cli")
+    assert [str(r) for r in book.rules()] == ["delete_file(/**) deny", "edit_file(/**) ask"]
+
+
+def test_no_memory_tool_can_read_or_change_the_rules(store: SqlStore) -> None:
+    book = RuleBook(store, "a")
+    book.add("write_file(**)", "deny")
+    before = store.read(SETTINGS, RULES_PATH)
+    agent, model, approver = make_agent(store, answers=[Decision("approve")] * 10)
+    attempts = [
+        ("write_file", {"file_path": RULES_PATH, "content": "write_file(**) allow\n"}),
+        ("write_file", {"file_path": "/settings/approval.rules", "content": "write_file(**) allow\n"}),
+        ("write_file", {"file_path": "/../approval.rules", "content": "write_file(**) allow\n"}),
+        ("edit_file", {"file_path": RULES_PATH, "old_string": "deny", "new_string": "allow"}),
+        ("delete_file", {"file_path": RULES_PATH}),
+        ("read_file", {"file_path": RULES_PATH}),
+        ("glob", {"pattern": "**/*.rules"}),
+    ]
+    for name, args in attempts:
+        model.enqueue_tool_use(name, args)
+    model.enqueue_text("tried")
+    agent.turn("loosen your own rules")
+    after = store.read(SETTINGS, RULES_PATH)
+    assert (after.version, after.content) == (before.version, before.content)
+    assert not store.exists(S, RULES_PATH)  # the agent's own /approval.rules is just a memory file
+    assert approver.asked == []  # the rule (write_file deny) refused the writes before anyone was asked
+    assert last_tool_result(model)["content"] == "No files found."
+    # An MCP client cannot reach them either.
+    session = Session(AgentView(store, "a"), "yolo", "client 1", None)
+    for name, args in attempts[:5]:
+        session.run(name, args)
+    assert store.read(SETTINGS, RULES_PATH).version == before.version
+
+
+# -- honoured by every writer -----------------------------------------------------------------------
+
+
+def test_chat_says_which_rule_decided_each_edit(store: SqlStore) -> None:
+    book = RuleBook(store, "a")
+    book.add("write_file(/knowledge/**)", "allow")
+    book.add("write_file(/drafts/**)", "queue")
+    book.add("delete_file(**)", "deny")
+    model = ScriptedModel()
+    model.enqueue_tool_use("write_file", {"file_path": "/knowledge/a.md", "content": "a\n"})
+    model.enqueue_tool_use("write_file", {"file_path": "/drafts/b.md", "content": "b\n"})
+    model.enqueue_tool_use("delete_file", {"file_path": "/knowledge/a.md"})
+    model.enqueue_text("ok")
+    stdout = io.StringIO()
+    view = AgentView(store, "a", user="tester")
+    session = build_session(view, model, PlainUI(io.StringIO("file these\n/approval\n"), stdout, io.StringIO()),
+                            threads=ThreadStore(store.engine))
+    assert session.run() == 0
+    text = stdout.getvalue()
+    assert "approval rule 1 (write_file(/knowledge/**) allow): write_file /knowledge/a.md allowed" in text
+    assert "approval rule 2 (write_file(/drafts/**) queue): write_file /drafts/b.md queued" in text
+    assert "approval rule 3 (delete_file(/**) deny): delete_file /knowledge/a.md denied" in text
+    assert "Approve?" not in text  # nothing asked
+    assert "  1  write_file(/knowledge/**) allow" in text  # /approval
+    assert store.read(S, "/knowledge/a.md").content == "a\n"
+    assert store.history(S, "/knowledge/a.md")[-1].approval == "rule"
+    [queued] = ProposalStore(store.engine).pending("a")
+    assert queued.shown == "/drafts/b.md" and not store.exists(S, "/drafts/b.md")
+
+
+def test_chat_asks_where_no_rule_matches_and_yolo_overrides(store: SqlStore) -> None:
+    RuleBook(store, "a").add("write_file(/knowledge/**)", "deny")
+    agent, model, approver = make_agent(store, answers=[Decision("approve")])
+    model.enqueue_tool_use("write_file", {"file_path": "/notes.md", "content": "n\n"})
+    model.enqueue_text("ok")
+    agent.turn("note")
+    assert [r.path for r in approver.asked] == ["/notes.md"]  # the default: ask
+    yolo, model2, _ = make_agent(store, yolo=True)
+    model2.enqueue_tool_use("write_file", {"file_path": "/knowledge/k.md", "content": "k\n"})
+    model2.enqueue_text("ok")
+    yolo.turn("write k")
+    assert store.history(S, "/knowledge/k.md")[-1].approval == "yolo"
+
+
+SCRIBE = """---
+name: scribe
+description: Writes notes. Use to file a note.
+tools: [write_file]
+---
+You write notes.
+"""
+
+
+def test_subagents_honour_the_rules(store: SqlStore) -> None:
+    store.write(S, "/subagents/scribe.md", SCRIBE)
+    RuleBook(store, "a").add("write_file(/secret/**)", "deny")
+    agent, model, approver = make_agent(store)
+    model.enqueue_tool_use("task", {"subagent": "scribe", "description": "file it"})
+    model.enqueue_tool_use("write_file", {"file_path": "/secret/x.md", "content": "x\n"})  # the subagent
+    model.enqueue_text("could not")
+    model.enqueue_text("done")
+    agent.turn("file x")
+    child = model.requests[2]["messages"][-1]["content"][0]
+    assert child["is_error"] and "refused by approval rule 1 (write_file(/secret/**) deny)" in child["content"]
+    assert approver.asked == [] and not store.exists(S, "/secret/x.md")
+
+
+@pytest.mark.parametrize("mode", ["client", "queue"])
+def test_mcp_serve_honours_the_rules(store: SqlStore, mode: str) -> None:
+    book = RuleBook(store, "a")
+    book.add("write_file(/knowledge/**)", "allow")
+    book.add("edit_file(/AGENTS.md)", "queue")
+    book.add("delete_file(**)", "deny")
+    store.write(S, "/AGENTS.md", "# A\n")
+    queue = ProposalStore(store.engine)
+    session = Session(AgentView(store, "a"), mode, "client 1", queue if mode == "queue" else None)  # type: ignore[arg-type]
+    assert not session.run("write_file", {"file_path": "/knowledge/k.md", "content": "k\n"}).is_error
+    assert store.history(S, "/knowledge/k.md")[-1].approval == "rule"
+    session.run("read_file", {"file_path": "/AGENTS.md"})
+    queued = session.run("edit_file", {"file_path": "/AGENTS.md", "old_string": "# A", "new_string": "# B"})
+    assert "Queued for review" in queued.content and store.read(S, "/AGENTS.md").content == "# A\n"
+    assert [p.shown for p in queue.pending("a")] == ["/AGENTS.md"]
+    denied = session.run("delete_file", {"file_path": "/knowledge/k.md"})
+    assert denied.is_error and "refused by approval rule 3" in denied.content
+    # No rule: the server's own mode (the client asked its user, or the review queue).
+    free = session.run("write_file", {"file_path": "/other.md", "content": "o\n"})
+    assert ("Queued" in free.content) == (mode == "queue")
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_approval_add_list_rm_through_the_command(chat_env: None) -> None:
+    assert run("init", "notes").returncode == 0
+    p = run("approval", "add", "notes", "write_file(/knowledge/**)", "allow")
+    assert p.returncode == 0 and "rule 1: write_file(/knowledge/**) allow" in out(p)
+    assert run("approval", "add", "notes", "delete_file(**)", "deny").returncode == 0
+    p = run("approval", "list", "notes")
+    assert out(p).splitlines()[:2] == ["  1  write_file(/knowledge/**) allow", "  2  delete_file(/**) deny"]
+    bad = run("approval", "add", "notes", "rm_file(/x)", "allow")
+    assert bad.returncode == 2 and "unknown tool 'rm_file'" in err(bad) and "Traceback" not in err(bad)
+    bad = run("approval", "rm", "notes", "7")
+    assert bad.returncode == 2 and "rules 1 to 2" in err(bad)
+    p = run("approval", "rm", "notes", "1")
+    assert p.returncode == 0 and "removed rule 1: write_file(/knowledge/**) allow" in out(p)
+    assert out(run("approval", "list", "notes")).splitlines()[0] == "  1  delete_file(/**) deny"
+    assert run("approval", "list", "nobody").returncode == 1
