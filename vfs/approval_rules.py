@@ -147,7 +147,7 @@ def parse_rule(spec: str, action: str) -> Rule:
             paths.normalize(pattern)
         except VfsError as exc:
             raise RuleError(f"bad path pattern in {text!r}: {exc}") from None
-    return Rule(tool, pattern, action)  # type: ignore[arg-type]
+    return Rule(tool, pattern, action)
 
 
 def parse_rules(text: str) -> list[Rule]:
