@@ -26,6 +26,11 @@ Invariants of every request ``prepare`` returns:
   request with a note saying how to read the rest; the stored message is whole.
 - Folding goes down to half the budget, not just under it, so a summary is written
   once per many turns, not on every request.
+- A folding this window did not make under its current budget (one restored with a
+  thread, or made before the budget grew) is undone at the next request when the
+  whole conversation fits in half the budget (the level folding aims at, so it is
+  not folded again at once): the earlier messages go back in full and ``notice``
+  says so. That check is made once per restored folding and budget.
 
 Local estimate: ~3.5 characters per token for ASCII text and one token per other
 character, plus a few tokens per block; after each answer it is rescaled by the
@@ -414,6 +419,9 @@ class ContextWindow:
         self.spent = Usage()  # usage of summarising calls, drained by the loop
         self.last: Shaped | None = None
         self.conversation_path: str | None = None
+        # The budget under which the current folding is known to be needed (it was
+        # made or checked under it); None: check before the next request.
+        self._folded_under: int | None = None
 
     @property
     def limit(self) -> int:
@@ -423,6 +431,21 @@ class ContextWindow:
     def reset(self, folding: Folding | None = None) -> None:
         self.folding = folding or Folding()
         self.last = None
+        self._folded_under = None
+
+    def _unfold_if_room(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
+                        messages: list[dict[str, Any]], max_tokens: int, notice: Notice | None) -> None:
+        if not self.folding.folded or self._folded_under == self.budget:
+            return
+        self._folded_under = self.budget
+        whole = self._shape(system, tools, messages, max_tokens, 0)
+        if whole.tokens > int(self.budget * FOLD_TO):
+            return
+        folded = self.folding.folded
+        self.folding = Folding()
+        if notice is not None:
+            notice(f"context: the {folded} earlier messages folded into the summary are back in full "
+                   f"(the {self.budget:,}-token budget holds the whole thread)")
 
     # -- the request --------------------------------------------------------------------
 
@@ -436,12 +459,14 @@ class ContextWindow:
         ``notice`` gets one line for the person when turns are folded.
         """
         limit = self.limit
+        self._unfold_if_room(system, tools, messages, max_tokens, notice)
         shaped = self._shape(system, tools, messages, max_tokens, self.folding.folded)
         if shaped.tokens > limit:
             start = self._fold_point(system, tools, messages, limit)
             if start > self.folding.folded:
                 before = self.folding.folded
                 self._fold(messages, start, limit)
+                self._folded_under = self.budget
                 if on_fold is not None:
                     on_fold(self.folding, before)
                 if notice is not None:
@@ -645,5 +670,7 @@ class ContextWindow:
 
     def report(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
                messages: list[dict[str, Any]], max_tokens: int) -> Shaped:
-        """The figures of the request that would be sent now (nothing is folded)."""
+        """The figures of the request that would be sent now (nothing is folded; a
+        folding the budget no longer needs is undone, as the next request would)."""
+        self._unfold_if_room(system, tools, messages, max_tokens, None)
         return self._shape(system, tools, messages, max_tokens, self.folding.folded)

@@ -22,6 +22,9 @@ Invariants:
   model is used when there is no factory or the same model is named.
 - Its system prompt is the file's body; its conversation is not kept in the thread,
   only its final answer (as the ``task`` tool result) and the tool calls it made.
+- Its words are not streamed through the parent's ``on_text`` (they would read as
+  the main agent's answer): the front end shows its answer once, as the ``task``
+  result, saying whose it is. Its tool calls, approvals and changes are shown.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ class FixedPrompt:
 def _known(parent: Agent) -> str:
     names = [p.rsplit("/", 1)[-1][:-3] for p in parent.memory.view.glob("subagents/*.md", "/")]
     return ", ".join(n for n in names if check_name(n) is None) or "none yet (create /subagents/<name>.md)"
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
@@ -107,7 +114,8 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     # Its edits come from the parent's conversation and turn, through this subagent.
     memory.origin = replace(parent.memory.origin, kind="subagent", detail=name)
     mcp = [p for p in parent.tools.providers if isinstance(p, McpTools)]
-    child = Agent(ToolBox([memory, SearchTools(view), *mcp], allowed=allowed), model, memory=memory, hooks=parent.hooks,
+    hooks = replace(parent.hooks, on_text=_quiet)  # its answer is shown once, as the task result
+    child = Agent(ToolBox([memory, SearchTools(view), *mcp], allowed=allowed), model, memory=memory, hooks=hooks,
                   max_steps=SUBAGENT_MAX_STEPS,
                   prompt=FixedPrompt(f"You are the subagent '{name}'.\n\n{body}"))
     result = child.turn(description)

@@ -356,7 +356,8 @@ def test_slash_commands_through_the_subprocess(api: FakeMessagesAPI, bot: str) -
     assert p.returncode == 0, err(p)
     sent = texts(api.requests[0])[0]
     assert remember in sent.lower() or "look back over this conversation" in sent.lower()
-    assert sent.endswith("keep it short")
+    assert sent.startswith("/remember keep it short\n\n<built-in-prompt>\n")  # what the person typed first
+    assert sent.endswith("keep it short\n</built-in-prompt>")
     assert "yolo on" in out(p)
     # Plurals right: "2 messages", never "1 messages" (issue 15 spells the word out).
     assert "1 messages" not in out(p) and " messages  " in out(p)

@@ -338,8 +338,9 @@ def test_remember_sends_the_prompt_and_hint_through_the_gate(sqlite_store: SqlSt
     run = chat(sqlite_store, model, ["summarise this", "/remember the brevity thing", "y"])
 
     sent = user_texts(model)[-1]
-    assert sent.startswith(slash.prompt_text("remember"))
-    assert sent.endswith("The user adds this hint about what to remember: the brevity thing")
+    # What the person typed, then the built-in prompt (people are shown only the first).
+    assert sent.startswith("/remember the brevity thing\n\n<built-in-prompt>\n" + slash.prompt_text("remember"))
+    assert sent.endswith("The user adds this hint about what to remember: the brevity thing\n</built-in-prompt>")
     assert "AGENTS.md" in sent and "skill" in sent
     assert APPROVE in run.out
     assert read(sqlite_store, "/AGENTS.md").endswith("- Be brief.\n")
@@ -352,7 +353,7 @@ def test_compact_sends_its_prompt(sqlite_store: SqlStore) -> None:
     chat(sqlite_store, model, ["/compact"])
 
     sent = user_texts(model)[-1]
-    assert sent == slash.prompt_text("compact")
+    assert sent == f"/compact\n\n<built-in-prompt>\n{slash.prompt_text('compact')}\n</built-in-prompt>"
     for needle in ("duplicate", "general rule", "skill", "Read before you write"):
         assert needle in sent
 

@@ -15,7 +15,8 @@ Invariants:
   rendering a thread piece by piece gives the same text as rendering it at once.
 - The path is fixed when the thread's first message arrives:
   ``/<YYYY-MM-DD>-<slug of the title>-<first 8 characters of the id>.md``.
-- What is rendered: the title, date and thread id; each user and assistant text;
+- What is rendered: the title, date and thread id; each user and assistant text
+  (of a built-in prompt, only what the person typed: ``built_in_message``);
   one line per tool call; one line per memory edit (path and new version); failed
   and interrupted turns marked. Tool results are not copied: they stay in the
   thread's messages.
@@ -65,6 +66,22 @@ def header(*, title: str, thread_id: str, agent: str, model: str, created_at: da
     )
 
 
+# A built-in prompt (``# note``, ``/remember``, ``/compact``) goes to the model as what
+# the person typed, then its instructions inside this tag; people are shown only
+# what they typed (the recap, conversation files).
+BUILT_IN_TAG = "built-in-prompt"
+
+
+def built_in_message(typed: str, prompt: str) -> str:
+    """The user message for a built-in prompt the person invoked by typing ``typed``."""
+    return f"{typed}\n\n<{BUILT_IN_TAG}>\n{prompt}\n</{BUILT_IN_TAG}>"
+
+
+def typed_part(text: str) -> str:
+    """What the person typed of a user message's text (a built-in prompt's instructions cut)."""
+    return text.split(f"\n\n<{BUILT_IN_TAG}>\n", 1)[0]
+
+
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -96,8 +113,11 @@ def render_message(role: str, content: Any, at: datetime, *, state: str | None =
     lines: list[str] = []
     for block in _blocks(content):
         kind = block.get("type")
-        if kind == "text" and str(block.get("text", "")).strip():
-            texts.append(str(block["text"]).strip())
+        text = str(block.get("text", ""))
+        if kind == "text" and role == "user":
+            text = typed_part(text)
+        if kind == "text" and text.strip():
+            texts.append(text.strip())
         elif kind == "tool_use":
             lines.append(_call_line(block))
         elif kind == "tool_result":

@@ -2,7 +2,8 @@
 
 Invariants:
 - Only text a person would recognise is shown: the user's words (without attached
-  ``<memory>`` blocks) and the agent's answers; tool calls and results are left out.
+  ``<memory>`` blocks, and of a built-in prompt only what they typed, e.g. ``# note``
+  or ``/remember``) and the agent's answers; tool calls and results are left out.
 - The recap is bounded: at most ``turns`` user turns with the answers after them,
   each message cut to ``LINES`` lines of at most ``WIDTH`` characters.
 """
@@ -10,6 +11,8 @@ Invariants:
 from __future__ import annotations
 
 from typing import Any
+
+from memagent.vfs.episodes import typed_part
 
 LINES = 3
 WIDTH = 160
@@ -22,7 +25,7 @@ def _text(content: Any) -> str:
 
 
 def _cut(text: str) -> list[str]:
-    text = text.split("\n\n<memory ", 1)[0].strip()
+    text = typed_part(text).split("\n\n<memory ", 1)[0].strip()
     lines = [ln if len(ln) <= WIDTH else ln[: WIDTH - 1] + "…" for ln in text.splitlines() if ln.strip()]
     if len(lines) > LINES:
         lines = lines[:LINES] + ["…"]

@@ -24,6 +24,7 @@ from memagent.agent.context import compose
 from memagent.agent.tools import READ_ONLY
 from memagent.agent.tools.mcp import render_report
 from memagent.validators import check_name, read_frontmatter, validate
+from memagent.vfs.episodes import built_in_message
 from memagent.vfs.errors import NotFound, ValidationFailed, VfsError
 from memagent.vfs.render import human_size, render_log, when
 from memagent.vfs.types import Change, Origin
@@ -67,7 +68,7 @@ def note(session: Session, line: str) -> None:
     from memagent.agent.reflection import note_prompt
 
     text = line.lstrip("#").strip()
-    session.run_turn(note_prompt(text), title="note: " + " ".join(text.split())[:50])
+    session.run_turn(built_in_message(line, note_prompt(text)), title="note: " + " ".join(text.split())[:50])
 
 
 def dispatch(session: Session, line: str) -> None:
@@ -96,12 +97,13 @@ def remember(session: Session, arg: str) -> None:
     text = prompt_text("remember")
     if arg:
         text += f"\n\nThe user adds this hint about what to remember: {arg}"
-    session.run_turn(text, title=f"/remember {arg}".strip())
+    typed = f"/remember {arg}".strip()
+    session.run_turn(built_in_message(typed, text), title=typed)
 
 
 @command("/compact", "", "merge duplicates and generalise memory; move detail into skills (gated)")
 def compact(session: Session, arg: str) -> None:
-    session.run_turn(prompt_text("compact"), title="/compact")
+    session.run_turn(built_in_message("/compact", prompt_text("compact")), title="/compact")
 
 
 def memory_tree(files: list[tuple[str, int]], root: str = "/") -> str:
@@ -264,6 +266,7 @@ def edit(session: Session, arg: str) -> None:
         session.log.record(change)
         # The model's idea of the file is stale: it must read the file again.
         session.memory.seen.pop(change.path, None)
+        session.ui.show_diff(change.path, pending.diff)  # what the save changed, as /diff shows it
         session.ui.info(f"Saved {change.path} (now version {change.version}); /undo takes it back.")
         return
 
@@ -381,12 +384,17 @@ def threads(session: Session, arg: str) -> None:
         session.ui.info("No threads yet.")
         return
     current = session.agent.thread_id
+    if current is not None and all(t.id != current for t in items):
+        items.append(session.threads.get(session.view.agent, current))  # older than the list: still marked
     lines = []
     for t in items:
         mark = "*" if t.id == current else " "
         title = t.title or "(untitled)"
         count = f"{t.messages} message{'s' if t.messages != 1 else ''}"
         lines.append(f"{mark} {t.id[:8]}  {when(t.updated_at)}  {count:>12}  {title}")
+    if current is None:
+        # A new thread is stored with its first message; until then it has no id to show.
+        lines.insert(0, "* (new)     this thread: nothing sent yet; it is saved with the first message")
     lines.append(f"Switch with /resume ID, or later `memagent chat {session.view.agent} --thread ID` "
                  "(* = this thread).")
     session.ui.show_text("\n".join(lines))
@@ -472,6 +480,10 @@ def retry(session: Session, arg: str) -> None:
 def help_(session: Session, arg: str) -> None:
     width = max(len(f"{c.name} {c.args}".strip()) for c in COMMANDS.values())
     lines = [f"{(c.name + ' ' + c.args).strip():<{width}}  {c.help}" for c in COMMANDS.values()]
+    # The two things typed inside a message rather than as a command.
+    lines.append(f"{'# NOTE':<{width}}  a line starting with # is a note for memory: the agent files it "
+                 "(gated)")
+    lines.append(f"{'@PATH':<{width}}  in a message, attaches that memory file (Tab completes it)")
     lines.append("Anything else is sent to the agent. Ctrl-C stops a turn, Ctrl-D quits.")
     session.ui.show_text("\n".join(lines))
 

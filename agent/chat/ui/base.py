@@ -233,6 +233,21 @@ class UI(ABC):
     def on_retry(self, note: str) -> None: ...
 
 
+# A subagent's answer (the ``task`` result) shows at most this many lines.
+ANSWER_LINES = 40
+
+
+def subagent_answer(who: str | None, content: str, limit: int = ANSWER_LINES) -> tuple[str, list[str]]:
+    """A subagent's answer as the screen shows it, once, under its ``task`` call: a
+    label saying whose it is, and its lines (its words are not streamed as the main
+    agent's), folded past ``limit`` lines."""
+    lines = content.rstrip("\n").splitlines() or ["(no answer)"]
+    if len(lines) > limit:
+        rest = len(lines) - limit
+        lines = lines[:limit] + [f"… {rest} more line{'s' if rest != 1 else ''}"]
+    return f"subagent {who or '?'} answered:", lines
+
+
 def result_summary(name: str, result: ToolResult, width: int = 100) -> str:
     """One short line about a tool result (errors are shown whole by the caller)."""
     lines = result.content.splitlines() or [""]

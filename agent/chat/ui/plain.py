@@ -25,6 +25,7 @@ from memagent.agent.chat.ui.base import (
     InputClosed,
     PromptInfo,
     result_summary,
+    subagent_answer,
 )
 from memagent.agent.gate import Decision
 from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
@@ -150,8 +151,14 @@ class PlainUI(UI):
         self._line(f"{indent}* {describe_call(name, dict(args))}")
 
     def on_tool_result(self, name: str, result: ToolResult) -> None:
+        who = self.subagent
         indent = self.track_result(name)
-        if result.is_error:
+        if name == "task" and not result.is_error:
+            title, lines = subagent_answer(who, result.content)
+            self._line(f"{indent}  -> {title}")
+            for line in lines:
+                self._line(f"{indent}     {line}")
+        elif result.is_error:
             lines = result.content.splitlines() or [""]
             self._line(f"{indent}  -> error: {lines[0]}")
             for extra in lines[1:]:

@@ -49,7 +49,14 @@ from rich.segment import Segment
 from rich.status import Status
 from rich.text import Text
 
-from memagent.agent.chat.ui.base import APPROVAL_HELP, UI, InputClosed, PromptInfo, result_summary
+from memagent.agent.chat.ui.base import (
+    APPROVAL_HELP,
+    UI,
+    InputClosed,
+    PromptInfo,
+    result_summary,
+    subagent_answer,
+)
 from memagent.agent.gate import Decision
 from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
 from memagent.vfs.terminal_text import shown
@@ -521,8 +528,15 @@ class TerminalUI(UI):
         self._print(Text.assemble(indent, ("⏺ ", "green"), (call, "bold")))
 
     def on_tool_result(self, name: str, result: ToolResult) -> None:
+        who = self.subagent
         indent = self.track_result(name)
-        if result.is_error:
+        if name == "task" and not result.is_error:
+            title, lines = subagent_answer(who, result.content)
+            body = Text(f"{indent}  ⎿  {shown(title)}", style="dim")
+            for line in lines:
+                body.append(f"\n{indent}     {shown(line)}")
+            self._print(body)
+        elif result.is_error:
             hang = len(indent) + 5  # under the text after "  ⎿  "
             self._print(Hanging(indent + "  ⎿  " + shown(result.content).replace("\n", "\n     " + indent),
                                 lambda line, width: hang, style="red"))
