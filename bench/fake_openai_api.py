@@ -335,26 +335,6 @@ class FakeOpenAIAPI(ScriptedServer[ScriptItem]):
         return Handler
 
 
-EMBEDDING_DIM = 32
-
-
-def fake_embeddings(body: dict[str, Any]) -> dict[str, Any]:
-    """``/v1/embeddings``: each input's words hashed into ``EMBEDDING_DIM`` buckets (a
-    deterministic bag of words: texts sharing words are close), in OpenAI's shape. The
-    request is recorded in ``.requests`` like any other."""
-    raw = body.get("input", [])
-    inputs = [raw] if isinstance(raw, str) else list(raw)
-    data = []
-    for index, item in enumerate(inputs):
-        vec = [0.0] * EMBEDDING_DIM
-        for word in str(item).lower().split():
-            word = "".join(ch for ch in word if ch.isalnum())
-            if word:
-                vec[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIM] += 1.0
-        data.append({"object": "embedding", "index": index, "embedding": vec})
-    return {"object": "list", "data": data, "model": body.get("model", "fake"),
-            "usage": {"prompt_tokens": 0, "total_tokens": 0}}
-
     def _show(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         model = self.ollama_models.get(str(body.get("model") or body.get("name") or ""))
         if model is None:
@@ -438,6 +418,27 @@ def _load_script(api: FakeOpenAIAPI, items: list[dict[str, Any]]) -> None:
             api.enqueue_error(int(err["status"]), str(err.get("message", "error")))
         else:
             raise SystemExit(f"script item {n} is not text/tool_calls/error: {item!r}")
+
+
+EMBEDDING_DIM = 32
+
+
+def fake_embeddings(body: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/embeddings``: each input's words hashed into ``EMBEDDING_DIM`` buckets (a
+    deterministic bag of words: texts sharing words are close), in OpenAI's shape. The
+    request is recorded in ``.requests`` like any other."""
+    raw = body.get("input", [])
+    inputs = [raw] if isinstance(raw, str) else list(raw)
+    data = []
+    for index, item in enumerate(inputs):
+        vec = [0.0] * EMBEDDING_DIM
+        for word in str(item).lower().split():
+            word = "".join(ch for ch in word if ch.isalnum())
+            if word:
+                vec[int(hashlib.sha256(word.encode()).hexdigest(), 16) % EMBEDDING_DIM] += 1.0
+        data.append({"object": "embedding", "index": index, "embedding": vec})
+    return {"object": "list", "data": data, "model": body.get("model", "fake"),
+            "usage": {"prompt_tokens": 0, "total_tokens": 0}}
 
 
 def main(argv: list[str] | None = None) -> int:

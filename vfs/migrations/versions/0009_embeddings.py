@@ -5,7 +5,8 @@
   id and dimension, the generation that stored it and the vector (float32 bytes,
   L2-normalised). Scored in process (see ARCHITECTURE.md, "Recall by meaning").
 - ``embedding_pending``: the ids of files whose vectors may be out of date. Triggers
-  on ``files`` note every change of content or path (every writer, bulk loads too);
+  on ``files`` note every change of content, path or version (every writer, bulk
+  loads too; a new version of the same text too, since vectors name the version);
   a write does nothing more. ``vfs/embeddings/index.py`` embeds the noted files
   later (in the background merge and before a search) and removes a note only if
   the file still holds the text it embedded, so no change is ever missed.
@@ -31,8 +32,8 @@ depends_on = None
 _SQLITE_TRIGGERS = (
     "CREATE TRIGGER files_embedding_pending_insert AFTER INSERT ON files WHEN new.content IS NOT NULL "
     "BEGIN INSERT OR IGNORE INTO embedding_pending(file_id) VALUES (new.id); END",
-    "CREATE TRIGGER files_embedding_pending_update AFTER UPDATE OF content, path ON files "
-    "WHEN old.content IS NOT new.content OR old.path IS NOT new.path "
+    "CREATE TRIGGER files_embedding_pending_update AFTER UPDATE OF content, path, version ON files "
+    "WHEN old.version IS NOT new.version OR old.content IS NOT new.content OR old.path IS NOT new.path "
     "BEGIN INSERT OR IGNORE INTO embedding_pending(file_id) VALUES (new.id); END",
 )
 _PG_FUNCTION = (
@@ -44,7 +45,7 @@ _PG_FUNCTION = (
 _PG_TRIGGERS = (
     "CREATE TRIGGER files_embedding_pending_insert AFTER INSERT ON files FOR EACH ROW "
     "WHEN (NEW.content IS NOT NULL) EXECUTE FUNCTION memagent_embedding_pending()",
-    "CREATE TRIGGER files_embedding_pending_update AFTER UPDATE OF content, path ON files FOR EACH ROW "
+    "CREATE TRIGGER files_embedding_pending_update AFTER UPDATE OF content, path, version ON files FOR EACH ROW "
     "EXECUTE FUNCTION memagent_embedding_pending()",
 )
 
