@@ -137,6 +137,7 @@ LAYERS = {
     "memagent.agent.chat.ui": "chat",
     "memagent.agent.chat": "chat",
     "memagent.agent.serve": "serve",
+    "memagent.agent.evals": "evals",
     "memagent.agent.cli": "cli",
     "memagent.integrations": "integrations",
     "bench": "bench",
@@ -145,7 +146,7 @@ LAYERS = {
     "tests.interop": "tests",
 }
 PRODUCT = {"validators", "vfs", "model", "mcp", "tools", "core", "formats", "chat", "serve", "cli",
-           "integrations", "templates"}
+           "integrations", "templates", "evals"}
 MAY_IMPORT = {
     "root": set(),
     "templates": set(),
@@ -162,7 +163,9 @@ MAY_IMPORT = {
     "chat": {"core", "mcp", "model", "tools", "vfs", "validators"},
     # The MCP server is a front end beside the chat; neither imports the other.
     "serve": {"core", "mcp", "tools", "vfs", "validators"},
-    "cli": {"chat", "core", "formats", "mcp", "model", "serve", "tools", "vfs", "validators"},
+    # ``memagent eval``: scenarios run through the chat's own session and slash commands.
+    "evals": {"chat", "core", "mcp", "model", "tools", "vfs", "validators"},
+    "cli": {"chat", "core", "evals", "formats", "mcp", "model", "serve", "tools", "vfs", "validators"},
     # The benchmarks measure the product (and hold the Messages API double the tests use too);
     # they never import the tests, which sit above them.
     "bench": PRODUCT,

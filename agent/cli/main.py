@@ -36,6 +36,7 @@ COMMANDS = {
     "remember": "memagent.agent.cli.reflect:remember_cmd",
     "mcp": "memagent.agent.cli.mcp:mcp_group",
     "models": "memagent.agent.cli.models:models_cmd",
+    "eval": "memagent.agent.cli.eval:eval_cmd",
     "run": "memagent.agent.cli.run:run_cmd",
     "approval": "memagent.agent.cli.approval:approval_group",
     "threads": "memagent.agent.cli.threads:threads_cmd",

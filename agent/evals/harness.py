@@ -1,0 +1,376 @@
+"""One scenario, run in a fresh throwaway agent: sessions, commands, checks.
+
+Invariants:
+- Every run starts from nothing the user has: a new temporary SQLite file (removed
+  afterwards), or on a given scratch database a new agent named ``eval-<random>``.
+- Turns go through the chat's own ``Session`` (``chat.session.build_session``): the
+  agent loop, the approval gate (answered ``approve: all`` = yes, ``none`` = no, per
+  session), the MCP servers of ``/tools.json``; ``/remember`` and ``/compact`` are
+  dispatched as the chat's slash commands in the previous session's thread;
+  ``reflect`` is ``agent.reflection.reflect`` (applied at once with ``approve: all``,
+  left as proposals with ``none``). Past threads are stored through ``ThreadStore``,
+  so they appear under ``/conversations/`` as real ones do.
+- Tokens and cost are counted per model response (``Counting``), priced through the
+  registry (``pricing.cost_usd``); cost is None when the price is unknown.
+- A set-up problem (a template that does not exist, a file that fails validation,
+  a database that cannot be opened) raises ``SetupError``; a model error ends the
+  scenario with its checks failed and the error in the result, never a traceback.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memagent.agent.chat import slash
+from memagent.agent.chat.session import Session, build_session
+from memagent.agent.chat.ui.base import UI, PromptInfo
+from memagent.agent.evals.checks import Call, Observed, describe, run_check, versions
+from memagent.agent.evals.scenario import Approve, Check, Scenario, Step
+from memagent.agent.gate import Decision
+from memagent.agent.model import Model, ModelError, ModelRequest, ModelResponse, Usage
+from memagent.agent.model.base import TextCallback
+from memagent.agent.pricing import cost_usd
+from memagent.agent.reflection import reflect
+from memagent.agent.tools import ApprovalRequest, ToolResult
+from memagent.vfs import SqlStore, open_store
+from memagent.vfs.edits import unified_diff
+from memagent.vfs.errors import VfsError
+from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.scopes import AgentView
+from memagent.vfs.threads import ThreadStore
+
+Templates = Callable[[str], dict[str, str]]
+
+# The user id of every eval agent's view (its /user/ mount is empty and private to the run).
+EVAL_USER = "eval"
+_TOPICS = ("budget", "invoice", "hiring", "roadmap", "vendor", "audit", "travel", "security", "onboarding",
+           "pricing", "support", "launch", "backlog", "design", "release", "contract", "training", "metrics")
+
+
+class SetupError(Exception):
+    """The scenario cannot be run as written (one line: what and how to fix it)."""
+
+
+@dataclass
+class CheckResult:
+    scenario: str
+    check: str  # the kind
+    label: str  # the kind and its argument, short
+    where: str  # "session 2 turn 1" or "end"
+    passed: bool
+    detail: str
+    line: int
+    answer: str = ""
+    memory_diff: str = ""
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    run: int
+    checks: list[CheckResult] = field(default_factory=list)
+    tokens: int = 0
+    cost_usd: float | None = 0.0
+    seconds: float = 0.0
+    requests: int = 0
+    error: str | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for c in self.checks if c.passed)
+
+    @property
+    def total(self) -> int:
+        return len(self.checks)
+
+
+class Counting:
+    """A ``Model`` wrapper that counts requests, prompt tokens and cost of every response."""
+
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.prompts: list[int] = []
+        self.tokens = 0
+        self.cost: float | None = 0.0
+
+    def respond(self, request: ModelRequest, *, on_text: TextCallback | None = None,
+                on_retry: TextCallback | None = None) -> ModelResponse:
+        response = self.inner.respond(request, on_text=on_text, on_retry=on_retry)
+        usage: Usage = response.usage
+        self.prompts.append(usage.total_input_tokens)
+        self.tokens += usage.total_input_tokens + usage.output_tokens
+        cost = cost_usd(response.model, usage)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+        return response
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        counter = getattr(self.inner, "count_tokens", None)
+        return counter(request) if counter is not None else None
+
+
+class EvalUI(UI):
+    """The chat UI of an unattended run: approvals answered by ``approve``, calls recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.approve: Approve = "all"
+        self.calls: list[Call] = []
+        self.text: list[str] = []
+        self.errors: list[str] = []
+
+    def read_text(self, question: str) -> str | None:
+        return None
+
+    def read_input(self, prompt: PromptInfo) -> str | None:
+        return None
+
+    def confirm(self, request: ApprovalRequest) -> Decision:
+        if self.approve == "all":
+            return Decision("approve")
+        return Decision("reject", "the user does not approve memory changes in this session")
+
+    def header(self, lines: list[str]) -> None:
+        return None
+
+    def info(self, text: str) -> None:
+        return None
+
+    def note(self, text: str) -> None:
+        return None
+
+    def error(self, text: str) -> None:
+        self.errors.append(text)
+
+    def show_text(self, text: str) -> None:
+        return None
+
+    def show_file(self, path: str, content: str) -> None:
+        return None
+
+    def on_text(self, chunk: str) -> None:
+        self.text.append(chunk)
+
+    def on_model_start(self) -> None:
+        return None
+
+    def on_model_end(self) -> None:
+        return None
+
+    def on_tool_call(self, name: str, args: dict[str, object]) -> None:
+        self.calls.append(Call(name, dict(args)))
+
+    def on_tool_result(self, name: str, result: ToolResult) -> None:
+        return None
+
+    def on_retry(self, note: str) -> None:
+        return None
+
+
+def knowledge_files(count: int, folder: str) -> dict[str, str]:
+    """``count`` generated filler notes (deterministic), for recall through search at scale."""
+    rng = random.Random(count)
+    out: dict[str, str] = {}
+    for i in range(1, count + 1):
+        topic, other = rng.sample(_TOPICS, 2)
+        team = rng.randrange(1, 60)
+        out[f"{folder}/note-{i:05d}.md"] = (
+            f"# {topic.title()} note {i}\n\nThe {topic} review of team {team} is filed with the {other} "
+            f"records (reference {topic[:3].upper()}-{i:05d}); owner: team {team} lead.\n")
+    return out
+
+
+@contextmanager
+def scratch(db_url: str | None) -> Iterator[tuple[SqlStore, str]]:
+    """A store and a new agent name that nothing else uses; removed afterwards (SQLite)."""
+    folder = None if db_url is not None else tempfile.mkdtemp(prefix="memagent-eval-")
+    url = db_url if db_url is not None else f"sqlite:///{Path(folder or '') / 'eval.db'}"
+    try:
+        try:
+            store = open_store(url)
+        except VfsError as err:
+            raise SetupError(f"cannot open the scratch database: {err}") from None
+        try:
+            yield store, f"eval-{uuid.uuid4().hex[:10]}"
+        finally:
+            store.close()
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _memory(view: AgentView) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in view.store.all_files(view.scope):
+        try:
+            out[f.path] = view.read(f.path, limit=1_000_000).content
+        except VfsError:
+            continue
+    return out
+
+
+def memory_diff(before: dict[str, str], view: AgentView, *, limit: int = 20_000) -> str:
+    """The unified diff of the agent's memory since the start (bounded)."""
+    after = _memory(view)
+    parts = [unified_diff(before.get(p), after.get(p), p, p) for p in sorted(set(before) | set(after))
+             if before.get(p) != after.get(p)]
+    text = "".join(parts)
+    return text if len(text) <= limit else text[:limit] + "\n… (diff cut)\n"
+
+
+class Run:
+    """The state of one scenario run (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, model: Counting, store: SqlStore, agent: str, run: int = 1,
+                 ui: EvalUI | None = None) -> None:
+        self.scenario = scenario
+        self.model = model
+        self.store = store
+        self.result = ScenarioResult(scenario.name, run)
+        self.view = AgentView(store, agent, user=EVAL_USER)
+        self.threads = ThreadStore(store.engine)
+        self.ui = ui or EvalUI()
+        self.session: Session | None = None
+        self.answer = ""
+        self.start_versions: dict[str, int] = {}
+        self.start_memory: dict[str, str] = {}
+
+    @classmethod
+    def attach(cls, scenario: Scenario, model: Counting, store: SqlStore, agent: str, ui: EvalUI) -> Run:
+        """A run over an agent that exists already (the benchmarks seed their own)."""
+        return cls(scenario, model, store, agent, ui=ui)
+
+    @classmethod
+    def start(cls, scenario: Scenario, model: Model, store: SqlStore, agent: str, run: int,
+              templates: Templates) -> Run:
+        """A new agent ``agent`` seeded as ``scenario`` says (files, knowledge, past threads)."""
+        files = dict(scenario.files)
+        if scenario.template is not None:
+            try:
+                files = templates(scenario.template)
+            except VfsError as err:
+                raise SetupError(f"{scenario.source}: {err}") from None
+        files.update(knowledge_files(scenario.knowledge, scenario.knowledge_folder) if scenario.knowledge else {})
+        try:
+            store.create_agent(agent, files)
+        except VfsError as err:
+            raise SetupError(f"{scenario.source}: a starting file is refused: {err}") from None
+        self = cls(scenario, Counting(model), store, agent, run)
+        if scenario.threads:
+            self.threads.create_many(agent, model.name, [list(t) for t in scenario.threads])
+        self.start_versions = versions(self.view)
+        generated = scenario.knowledge_folder + "/"
+        self.start_memory = {p: c for p, c in _memory(self.view).items()
+                             if not (scenario.knowledge and p.startswith(generated))}
+        return self
+
+    def ask(self, text: str) -> str:
+        """One question in a new thread; its answer (``ModelError`` when the model failed)."""
+        self.ui.approve = "none"
+        session = self._new_session()
+        try:
+            self._turn(session, text)
+        finally:
+            self.close()
+        return self.answer
+
+    def _new_session(self) -> Session:
+        self.close()
+        session = build_session(self.view, self.model, self.ui, threads=self.threads,
+                                context_budget=self.scenario.context_budget)
+        self.session = session
+        return session
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    def _turn(self, session: Session, text: str | None, command: str | None = None) -> None:
+        self.ui.text.clear()
+        errors = len(self.ui.errors)
+        if command is not None:
+            slash.dispatch(session, command)
+        else:
+            assert text is not None
+            session.send(text)
+        if len(self.ui.errors) > errors:
+            # The chat's advice to type /retry means nothing here.
+            raise ModelError(self.ui.errors[-1].removesuffix(" (/retry sends the message again)"))
+        self.answer = "".join(self.ui.text)
+
+    def _check(self, checks: tuple[Check, ...], where: str, calls: list[Call], prompts: list[int]) -> None:
+        for check in checks:
+            obs = Observed(self.answer, calls, prompts, self.view, self.start_versions)
+            passed, detail = run_check(check.kind, check.arg, obs)
+            result = CheckResult(self.scenario.name, check.kind, describe(check.kind, check.arg), where, passed,
+                                 detail, check.line)
+            if not passed:
+                result.answer = self.answer
+                result.memory_diff = memory_diff(self.start_memory, self.view)
+            self.result.checks.append(result)
+
+    def _step(self, n: int, step: Step) -> None:
+        self.ui.approve = step.approve
+        if step.command == "reflect":
+            queue = ProposalStore(self.store.engine)
+            outcome = reflect(self.view, self.model, queue, yolo=step.approve == "all")
+            self.answer = outcome.message
+            return
+        if step.command is not None:
+            session = self.session or self._new_session()
+            self._turn(session, None, f"{step.command} {step.hint}".strip())
+            return
+        session = self._new_session()
+        for t, turn in enumerate(step.turns, 1):
+            calls, prompts = len(self.ui.calls), len(self.model.prompts)
+            self._turn(session, turn.user)
+            self._check(turn.expect, f"session {n} turn {t}", self.ui.calls[calls:], self.model.prompts[prompts:])
+
+    def run(self) -> ScenarioResult:
+        started = time.perf_counter()
+        try:
+            for n, step in enumerate(self.scenario.steps, 1):
+                self._step(n, step)
+            self._check(self.scenario.expect, "end", self.ui.calls, self.model.prompts)
+        except ModelError as err:
+            self.result.error = f"the model request failed: {err}"
+        except VfsError as err:
+            self.result.error = str(err)
+        finally:
+            self.close()
+        if self.result.error is not None:
+            self._unreached()
+        self.result.seconds = time.perf_counter() - started
+        self.result.tokens = self.model.tokens
+        self.result.cost_usd = self.model.cost
+        self.result.requests = len(self.model.prompts)
+        return self.result
+
+    def _unreached(self) -> None:
+        """Checks the run never got to fail, each naming the error."""
+        done = {(c.line, c.check) for c in self.result.checks}
+        pending = [(c, f"session {n} turn {t}") for n, s in enumerate(self.scenario.steps, 1)
+                   for t, turn in enumerate(s.turns, 1) for c in turn.expect]
+        pending += [(c, "end") for c in self.scenario.expect]
+        for check, where in pending:
+            if (check.line, check.kind) not in done:
+                self.result.checks.append(CheckResult(
+                    self.scenario.name, check.kind, describe(check.kind, check.arg), where, False,
+                    f"not reached: {self.result.error}", check.line, answer=self.answer))
+
+
+def run_scenario(scenario: Scenario, model: Model, *, templates: Templates, db_url: str | None = None,
+                 run: int = 1) -> ScenarioResult:
+    """Run ``scenario`` once with ``model`` in a fresh agent (see the module docstring)."""
+    with scratch(db_url) as (store, agent):
+        return Run.start(scenario, model, store, agent, run, templates).run()
+

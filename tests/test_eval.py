@@ -1,0 +1,373 @@
+"""``memagent eval``: the harness passes a model that uses memory and fails one that ignores it.
+
+- Every built-in scenario passes with ``bench.eval_oracle.OracleModel`` (memory used), and
+  the scenarios whose point is memory fail with the same model ignoring memory.
+- Every check kind is shown failing when it should (and passing beside it).
+- A malformed scenario is one line naming file, line and what is wrong; exit 2.
+- The JSONL contract, ``compare``, and the whole built-in suite through the real
+  ``memagent eval`` against the fake Messages API (all pass, over HTTP) and the fake
+  OpenAI-compatible server (the mechanics: it runs end to end and writes the JSONL).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.eval_oracle import OracleModel
+from bench.fake_messages_api import FakeMessagesAPI
+from bench.fake_openai_api import FakeOpenAIAPI
+from memagent.agent.cli import templates
+from memagent.agent.evals import results
+from memagent.agent.evals.checks import Observed, run_check
+from memagent.agent.evals.harness import ScenarioResult, run_scenario
+from memagent.agent.evals.scenario import ScenarioError, builtin, builtin_names, parse
+from memagent.agent.model import ModelRequest
+from memagent.agent.model.scripted import ScriptedModel
+from memagent.vfs import open_store
+from memagent.vfs.scopes import AgentView
+from tests.cli_helpers import err, out, run
+
+SUITE = {s.name: s for s in builtin()}
+# Scenarios that pass whether or not the model uses memory (they check that nothing is stored,
+# or the prompt's size); every other scenario must fail when memory is ignored.
+NOT_ABOUT_RECALL = {"transient-not-stored", "question-leaves-memory-alone", "small-prompt"}
+
+
+def test_the_suite_covers_the_issue() -> None:
+    assert len(SUITE) >= 20
+    for name in ("correction-next-thread", "remember-preference-agents-md", "remember-procedure-skill",
+                 "newer-correction-wins", "compact-cases-into-rule", "rule-survives-overflow",
+                 "past-decision-recall", "recall-among-1000-files", "transient-not-stored", "secret-not-stored",
+                 "skill-procedure-followed", "subagent-used", "mcp-unlisted-tool-never-called"):
+        assert name in SUITE
+    assert SUITE["recall-among-1000-files"].knowledge == 1000
+    assert SUITE["past-decision-recall"].threads
+    assert {s.command for sc in SUITE.values() for s in sc.steps} >= {"/remember", "/compact", "reflect"}
+    assert {s.approve for sc in SUITE.values() for s in sc.steps} == {"all", "none"}
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_a_model_that_uses_memory_passes_every_builtin_scenario(name: str) -> None:
+    result = run_scenario(SUITE[name], OracleModel(), templates=templates.files)
+    assert result.error is None
+    failed = [(c.where, c.label, c.detail) for c in result.checks if not c.passed]
+    assert not failed
+    assert result.total == SUITE[name].checks and result.tokens > 0 and result.requests > 0
+
+
+def test_a_model_that_ignores_memory_fails_the_memory_checks() -> None:
+    failing = set()
+    for name, scenario in SUITE.items():
+        result = run_scenario(scenario, OracleModel(uses_memory=False), templates=templates.files)
+        assert result.error is None
+        if result.passed < result.total:
+            failing.add(name)
+    assert failing == set(SUITE) - NOT_ABOUT_RECALL
+
+
+def test_the_overflow_scenario_really_folds_the_thread() -> None:
+    model = OracleModel()
+    result = run_scenario(SUITE["rule-survives-overflow"], model, templates=templates.files)
+    assert result.passed == result.total
+    # A summary request (no tools) was made: the early rule left the verbatim window.
+    assert model.summaries > 0
+
+
+# -- each check kind fails when it should ------------------------------------------------
+
+BASE = """name: kinds
+description: one check kind
+files:
+  /AGENTS.md: "# Notes\\n- Keep answers short.\\n"
+sessions:
+  - turns:
+      - user: "Hello there."
+expect:
+  {check}
+"""
+
+
+def _scripted(*, write: bool = False, read: bool = False) -> ScriptedModel:
+    model = ScriptedModel()
+    if read:
+        model.enqueue_tool_use("read_file", {"file_path": "/AGENTS.md"})
+    if write:
+        model.enqueue_tool_use("write_file", {"file_path": "/AGENTS.md", "content": "# Notes\n- Be brief.\n"})
+    model.enqueue_text("hello, short answer")
+    return model
+
+
+CASES: list[tuple[str, str, str, dict[str, bool]]] = [
+    # kind, failing check, passing check, script
+    ("answer_matches", "answer_matches: 'goodbye'", "answer_matches: 'short answer'", {}),
+    ("answer_not_matches", "answer_not_matches: 'hello'", "answer_not_matches: 'goodbye'", {}),
+    ("memory_matches", "memory_matches: {path: /AGENTS.md, pattern: 'bullet'}",
+     "memory_matches: {path: /AGENTS.md, pattern: 'short'}", {}),
+    ("memory_matches", "memory_matches: {path: /skills/*.md, pattern: 'x'}",
+     "memory_matches: {path: /*.md, pattern: 'Notes'}", {}),
+    ("memory_not_matches", "memory_not_matches: {path: /AGENTS.md, pattern: '(?i)short'}",
+     "memory_not_matches: {path: /AGENTS.md, pattern: 'bullet'}", {}),
+    ("tool_called", "tool_called: write_file", "tool_called: {name: read_file, args: 'AGENTS'}", {"read": True}),
+    ("tool_called", "tool_called: {name: read_file, args: 'skills'}", "tool_called: read_file", {"read": True}),
+    ("tool_not_called", "tool_not_called: read_file", "tool_not_called: write_file", {"read": True}),
+    ("max_prompt_tokens", "max_prompt_tokens: 10", "max_prompt_tokens: 100000", {}),
+    ("max_revisions", "max_revisions: 0", "max_revisions: 1", {"write": True}),
+    ("max_revisions", "max_revisions: {path: /AGENTS.md, max: 0}", "max_revisions: {path: /skills/*, max: 0}",
+     {"write": True}),
+    ("file_exists", "file_exists: /nope.md", "file_exists: /AGENTS.md", {}),
+    ("file_exists", "file_exists: /skills/*.md", "file_exists: /*.md", {}),
+    ("file_absent", "file_absent: /AGENTS.md", "file_absent: /nope.md", {}),
+]
+
+
+@pytest.mark.parametrize(("kind", "failing", "passing", "script"), CASES, ids=[f"{c[0]}-{i}" for i, c in
+                                                                                  enumerate(CASES)])
+def test_each_check_kind_fails_when_it_should(kind: str, failing: str, passing: str,
+                                              script: dict[str, bool]) -> None:
+    for check, want in ((failing, False), (passing, True)):
+        scenario = parse(BASE.format(check=check), "kinds.yaml")
+        result = run_scenario(scenario, _scripted(**script), templates=templates.files)
+        assert result.error is None
+        assert [c.check for c in result.checks] == [kind]
+        assert result.checks[0].passed is want, (check, result.checks[0].detail)
+        if not want:
+            assert result.checks[0].detail and result.checks[0].answer == "hello, short answer"
+
+
+def test_tool_called_fails_when_no_tool_was_called() -> None:
+    scenario = parse(BASE.format(check="tool_called: read_file"), "kinds.yaml")
+    result = run_scenario(scenario, _scripted(), templates=templates.files)
+    assert not result.checks[0].passed and "never called" in result.checks[0].detail
+
+
+def test_a_check_after_a_turn_sees_that_turn_only() -> None:
+    text = """name: per-turn
+description: tool calls of an earlier turn do not count for a later turn's check
+files: {"/AGENTS.md": "x\\n"}
+sessions:
+  - turns:
+      - user: "one"
+        expect: {tool_called: read_file}
+      - user: "two"
+        expect: {tool_not_called: read_file, answer_matches: 'second'}
+"""
+    model = ScriptedModel()
+    model.enqueue_tool_use("read_file", {"file_path": "/AGENTS.md"})
+    model.enqueue_text("first")
+    model.enqueue_text("second")
+    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files)
+    assert [c.passed for c in result.checks] == [True, True, True]
+    assert [c.where for c in result.checks] == ["session 1 turn 1", "session 1 turn 2", "session 1 turn 2"]
+
+
+def test_memory_valid_fails_on_a_file_that_fails_its_validator(tmp_path: Path) -> None:
+    # Files are validated at every write, so an invalid one can only be older than a rule:
+    # stored here through a store without validation.
+    store = open_store(f"sqlite:///{tmp_path / 'm.db'}", validator=lambda path, content: [])
+    store.create_agent("a", {"/skills/broken.md": "no frontmatter at all\n", "/AGENTS.md": "ok\n"})
+    view = AgentView(store, "a")
+    failed, detail = run_check("memory_valid", True, Observed("", [], [], view))
+    assert not failed and "/skills/broken.md" in detail
+    passed, _ = run_check("memory_valid", "/AGENTS.md", Observed("", [], [], view))
+    assert passed
+    store.close()
+
+
+def test_approve_none_rejects_every_write() -> None:
+    text = """name: rejected
+description: with approve none the write is refused and nothing is stored
+files: {"/AGENTS.md": "x\\n"}
+sessions:
+  - turns:
+      - user: "save it"
+        expect: {tool_called: write_file}
+    approve: none
+expect:
+  max_revisions: 0
+  memory_matches: {path: /AGENTS.md, pattern: '^x$'}
+"""
+    model = ScriptedModel()
+    model.enqueue_tool_use("write_file", {"file_path": "/AGENTS.md", "content": "y\n"})
+    model.enqueue_text("could not")
+    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files)
+    assert all(c.passed for c in result.checks)
+    rejected = model.requests[1]["messages"][-1]["content"][0]
+    assert rejected.get("is_error") is True
+
+
+def test_a_model_error_fails_the_scenario_without_a_traceback() -> None:
+    from memagent.agent.model import ModelError
+
+    class Failing(ScriptedModel):
+        def respond(self, request: ModelRequest, **_: Any) -> Any:
+            raise ModelError("the server is down")
+
+    result = run_scenario(SUITE["small-prompt"], Failing(), templates=templates.files)
+    assert result.error and "the server is down" in result.error
+    assert result.total == SUITE["small-prompt"].checks and result.passed == 0
+    assert all("not reached" in c.detail for c in result.checks)
+
+
+# -- malformed scenarios ------------------------------------------------------------------
+
+BAD: list[tuple[str, int, str]] = [
+    ("name: a\ndescription: b\nsessions:\n  - turns:\n      - user: hi\n        expect:\n          answer_matchez: x\n",
+     7, "unknown key 'answer_matchez'"),
+    ("name: a\ndescription: b\nsessions:\n  - turns:\n      - user: hi\n        expect:\n"
+     "          answer_matches: '('\n", 7, "bad regular expression"),
+    ("name: a\ndescription: b\nsessions:\n  - turns:\n      - user: hi\n    approve: some\nexpect: {file_exists: /x}\n",
+     6, "approve must be one of: all, none"),
+    ("name: a\ndescription: b\nsessions:\n  - command: /forget\n", 4, "command must be one of"),
+    ("name: a\ndescription: b\nsessions:\n  - turns:\n      - user: hi\n", 1, "checks nothing"),
+    ("name: a\ndescription: b\nsessions: [\n", 4, "not valid YAML"),
+    ("name: a\ndescription: b\n", 1, "needs 'sessions'"),
+    ("name: A B\ndescription: b\nsessions:\n  - turns: [{user: hi}]\nexpect: {file_exists: /x}\n", 1,
+     "name must be lowercase"),
+    ("name: a\ndescription: b\nsessions:\n  - turns: [{user: hi}]\nexpect:\n  memory_matches: /AGENTS.md\n", 6,
+     "give {path: PATH or GLOB, pattern: REGEX}"),
+    ("name: a\ndescription: b\nsessions:\n  - turns: [{user: hi}]\nexpect:\n  max_revisions: -1\n", 6,
+     "whole number"),
+    ("name: a\ndescription: b\nthreads:\n  - - assistant: hi\nsessions:\n  - turns: [{user: hi}]\n"
+     "expect: {file_exists: /x}\n", 4, "alternate user and assistant"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD)
+def test_a_malformed_scenario_names_file_line_and_problem(text: str, line: int, message: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse(text, "bad.yaml")
+    assert str(info.value).startswith(f"bad.yaml:{line}: ")
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_the_cli_exits_2_on_a_malformed_scenario(tmp_path: Path, chat_env: None) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD[0][0], "utf-8")
+    proc = run("eval", str(bad), "--model", "claude-sonnet-5-5", env={"ANTHROPIC_API_KEY": "k"})
+    assert proc.returncode == 2
+    assert err(proc).strip() == (f"memagent: {bad}:7: unknown key 'answer_matchez' in the expect of turn 1; allowed: "
+                                 "answer_matches, answer_not_matches, memory_matches, memory_not_matches, "
+                                 "memory_valid, tool_called, tool_not_called, max_prompt_tokens, max_revisions, "
+                                 "file_exists, file_absent")
+    assert "Traceback" not in err(proc)
+    for args in (("nope-not-a-scenario",), ("-k", "zzz-none"), ("--retrieval-only",), ("compare", str(bad))):
+        proc = run("eval", *args, env={"ANTHROPIC_API_KEY": "k"})
+        assert proc.returncode == 2, args
+        assert err(proc).startswith("memagent: ") and "Traceback" not in err(proc)
+
+
+def test_the_cli_exits_2_when_the_model_is_not_set_up(chat_env: None) -> None:
+    proc = run("eval", "-k", "small-prompt", "--model", "claude-sonnet-5-5")
+    assert proc.returncode == 2
+    assert "ANTHROPIC_API_KEY" in err(proc)
+
+
+# -- the JSONL contract and compare ---------------------------------------------------------
+
+
+def _result(name: str, passed: list[bool]) -> ScenarioResult:
+    from memagent.agent.evals.harness import CheckResult
+
+    r = ScenarioResult(name, 1, tokens=100, seconds=0.5)
+    r.checks = [CheckResult(name, "answer_matches", f"answer_matches {i}", "end", p, "d", i + 1, answer="a")
+                for i, p in enumerate(passed)]
+    return r
+
+
+def test_the_jsonl_holds_every_check_and_a_summary(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with path.open("w") as f:
+        results.write(f, _result("one", [True, False]))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    checks = [r for r in rows if r["type"] == "check"]
+    assert len(checks) == 2 and all({"scenario", "check", "passed", "detail"} <= set(r) for r in checks)
+    assert isinstance(checks[0]["passed"], bool)
+    assert "answer" not in checks[0] and checks[1]["answer"] == "a" and "memory_diff" in checks[1]
+    summary = rows[-1]
+    assert summary["type"] == "summary"
+    assert {k: summary[k] for k in ("scenario", "passed", "total", "tokens", "seconds")} == \
+        {"scenario": "one", "passed": 1, "total": 2, "tokens": 100, "seconds": 0.5}
+
+
+def test_a_failed_memory_check_records_the_memory_diff_and_the_answer() -> None:
+    text = BASE.format(check="memory_matches: {path: /AGENTS.md, pattern: 'bullet'}")
+    result = run_scenario(parse(text, "k.yaml"), _scripted(write=True), templates=templates.files)
+    failed = result.checks[0]
+    assert not failed.passed and failed.answer == "hello, short answer"
+    assert "-- Keep answers short." in failed.memory_diff and "+- Be brief." in failed.memory_diff
+
+
+def test_compare_shows_per_scenario_differences(tmp_path: Path) -> None:
+    a, b = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    with a.open("w") as f:
+        results.write(f, _result("s1", [True, False]))
+        results.write(f, _result("s2", [True]))
+    with b.open("w") as f:
+        results.write(f, _result("s1", [True, True]))
+        results.write(f, _result("s3", [False]))
+    proc = run("eval", "compare", str(a), str(b))
+    assert proc.returncode == 0, err(proc)
+    text = out(proc)
+    lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert "1/2" in lines["s1"] and "2/2" in lines["s1"] and "better" in lines["s1"]
+    assert "now passing: answer_matches 1" in lines["s1"]
+    assert "only in before" in lines["s2"] and "only in after" in lines["s3"]
+    assert "3 scenario(s) differ" in text
+
+
+# -- the whole suite through the real CLI over HTTP ----------------------------------------
+
+
+def _oracle_answer(oracle: OracleModel) -> Any:
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        system = body.get("system") or []
+        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        response = oracle.respond(ModelRequest(system=blocks, messages=body["messages"], tools=body.get("tools", [])))
+        return {"content": response.content, "stop_reason": response.stop_reason}
+
+    return answer
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+def test_the_builtin_suite_runs_through_the_cli_on_the_messages_api(tmp_path: Path, chat_env: None) -> None:
+    out_file = tmp_path / "results.jsonl"
+    with FakeMessagesAPI() as api:
+        answer = _oracle_answer(OracleModel())
+        for _ in range(600):
+            api.enqueue_callable(answer)
+        proc = run("eval", "--model", "claude-sonnet-5-5", "--out", str(out_file),
+                   env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "test-key"}, timeout=300)
+        assert api.requests
+    assert proc.returncode == 0, out(proc)[-2000:] + err(proc)[-2000:]
+    rows = _jsonl(out_file)
+    summaries = {r["scenario"]: r for r in rows if r["type"] == "summary"}
+    assert set(summaries) == set(SUITE)
+    assert all(s["passed"] == s["total"] > 0 and s["tokens"] > 0 for s in summaries.values())
+    table = out(proc)
+    assert table.splitlines()[0].split() == ["scenario", "checks", "tokens", "cost", "time"]
+    assert "total" in table and "FAIL" not in table
+    assert "[#" not in err(proc) and "eval  [" not in err(proc)  # no progress bar: stderr is not a terminal
+
+
+def test_the_builtin_suite_runs_through_the_cli_on_an_openai_compatible_server(tmp_path: Path,
+                                                                              chat_env: None) -> None:
+    out_file = tmp_path / "results.jsonl"
+    with FakeOpenAIAPI() as api:
+        for _ in range(400):
+            api.enqueue_callable(lambda body: "Fine.")
+        proc = run("eval", "--model", "openai/gpt-test", "--out", str(out_file),
+                   env={"OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "test-key"}, timeout=300)
+    # Mechanics: a model that answers "Fine." to everything runs every scenario and fails checks.
+    assert proc.returncode == 1, err(proc)[-2000:]
+    rows = _jsonl(out_file)
+    assert {r["scenario"] for r in rows if r["type"] == "summary"} == set(SUITE)
+    assert any(r["type"] == "check" and r["passed"] is False for r in rows)
+    assert "failed:" in out(proc)
