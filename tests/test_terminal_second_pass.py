@@ -156,6 +156,12 @@ def test_glob_classes_with_brackets_match_as_before() -> None:
         assert glob_matcher(glob).match(path) is expected
 
 
+def test_a_bad_glob_class_is_named_without_a_position_in_another_pattern(bot: SqlStore) -> None:
+    p = run("fs", "glob", "-a", "bot", "**/[z-a]*")
+    assert p.returncode == 1
+    assert err(p).strip() == "memagent: glob '**/[z-a]*' is not valid: bad character range z-a; fix the [...] class"
+
+
 def test_grep_refuses_a_posix_class_with_the_python_spelling(bot: SqlStore) -> None:
     p = run("fs", "grep", "-a", "bot", "[[:space:]]x")
     assert p.returncode == 1

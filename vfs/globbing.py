@@ -128,7 +128,8 @@ def _glob_regex(pattern: str, collapse: bool) -> re.Pattern[str]:
         # A class such as [[a-z] would make re print a FutureWarning: spelled without it.
         return re.compile(unambiguous(source))
     except re.error as exc:
-        raise InvalidPattern(f"glob {pattern!r} is not valid: {exc}") from None
+        # exc.msg, not str(exc): its position is in the translated regex, not in the glob.
+        raise InvalidPattern(f"glob {pattern!r} is not valid: {exc.msg}; fix the [...] class") from None
 
 
 def _collapse_stars(p: str) -> str:
