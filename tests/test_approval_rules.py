@@ -6,11 +6,15 @@ subagents (``memagent run`` in tests/test_run.py), with ``--yolo`` over them.
 from __future__ import annotations
 
 import io
+import json
+import tomllib
 
 import pytest
 
 from memagent.agent.chat.session import build_session
 from memagent.agent.chat.ui.plain import PlainUI
+from memagent.agent.formats import FORMATS, export_agent
+from memagent.agent.formats.base import ExportOptions
 from memagent.agent.gate import Decision
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.serve.server import Session
@@ -239,3 +243,45 @@ def test_approval_add_list_rm_through_the_command(chat_env: None) -> None:
     assert p.returncode == 0 and "removed rule 1: write_file(/knowledge/**) allow" in out(p)
     assert out(run("approval", "list", "notes")).splitlines()[0] == "  1  delete_file(/**) deny"
     assert run("approval", "list", "nobody").returncode == 1
+
+
+# -- export carries them ----------------------------------------------------------------------------
+
+MEMORY = {
+    "/AGENTS.md": "# Rules\n",
+    "/tools.json": json.dumps({
+        "mcp_servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}},
+        "tools": [{"server": "time", "name": "now"}, {"server": "time", "name": "convert", "approval": True}],
+    }) + "\n",
+}
+RULES = ["mcp__time__now ask", "mcp__time__convert allow", "write_file(/knowledge/**) allow",
+         "edit_file(/AGENTS.md) queue", "delete_file(**) deny"]
+
+
+def export_with(fmt: str) -> tuple[dict[str, bytes], list[str]]:
+    result = export_agent(FORMATS[fmt], MEMORY, ExportOptions(agent="a", rules=rules(*RULES)))
+    return result.files, [str(n) for n in result.notes]
+
+
+def test_export_carries_rules_to_claude_code_permissions() -> None:
+    files, notes = export_with("claude-code")
+    permissions = json.loads(files[".claude/settings.json"])["permissions"]
+    assert permissions == {"allow": ["mcp__time__convert", "Edit(/knowledge/**)"],
+                           "ask": ["mcp__time__now", "Edit(/AGENTS.md)"]}  # each tool in one list
+    assert any("rule 4 (edit_file(/AGENTS.md) queue): carried as ask" in n for n in notes)
+    assert any("rule 5 (delete_file(/**) deny): not carried" in n for n in notes)
+    assert any("Claude Code applies deny, then ask, then allow" in n for n in notes)
+
+
+def test_export_carries_rules_to_opencode_and_codex_and_lists_the_rest() -> None:
+    files, notes = export_with("opencode")
+    permission = json.loads(files["opencode.json"])["permission"]
+    assert permission["time_now"] == "ask" and permission["time_convert"] == "allow"
+    assert "edit" not in permission
+    assert sum("not carried" in n for n in notes) == 3  # two path rules and the delete
+    files, notes = export_with("codex")
+    config = tomllib.loads(files[".codex/config.toml"].decode())
+    assert config["mcp_servers"]["time"]["tools"]["now"]["approval_mode"] == "prompt"
+    assert sum("not carried: Codex approves per session" in n for n in notes) == 4
+    files, notes = export_with("folder")
+    assert any("5 rule(s) not carried" in n for n in notes)

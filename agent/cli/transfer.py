@@ -171,7 +171,9 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
         for info in infos:
             memory[info.path] = ctx.store.read(scope, info.path).content
             bar.advance()
-        options = ExportOptions(agent=agent)
+        from memagent.vfs.approval_rules import RuleBook
+
+        options = ExportOptions(agent=agent, rules=RuleBook(ctx.store, agent).rules())
         notes: list[Note] = []
         try:
             if do_probe:

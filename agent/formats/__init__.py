@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from memagent.validators import config_location
 
+from .approval import carry
 from .base import (
     ExportOptions,
     ExportResult,
@@ -69,6 +70,7 @@ def detect(tree: Mapping[str, bytes]) -> Format:
 def export_agent(fmt: Format, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
     """``fmt``'s layout of ``memory``, plus the manifest of what the layout cannot hold."""
     result = fmt.export(memory, options)
+    carry(fmt.name, options.rules, result)  # the approval rules, where the target has an equivalent
     # Backstop: an output in a configuration location must be the format's own
     # translation, never a memory file copied to the same place.
     refuse_config(sorted({src for out, sources in result.origins.items() for src in sources

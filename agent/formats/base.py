@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from memagent.validators import config_location
 from memagent.vfs import paths
+from memagent.vfs.approval_rules import Rule
 from memagent.vfs.errors import InvalidPath
 
 # Files of an agent's memory: absolute store path -> text.
@@ -71,6 +72,8 @@ class ExportOptions:
     # Tools each MCP server offers, from ``--probe`` (server -> names); a server
     # missing here was not probed.
     offered: dict[str, list[str]] = field(default_factory=dict)
+    # The agent's approval rules, in order (``formats/approval.py`` carries them).
+    rules: list[Rule] = field(default_factory=list)
 
 
 @dataclass
