@@ -6,6 +6,7 @@ pseudo-terminal 80 columns wide against ``FakeMessagesAPI``."""
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import os
 import re
@@ -299,3 +300,25 @@ def test_at_80_columns_wrapped_listings_and_tool_errors_stay_in_their_column(
     assert all(row.startswith("     ") and row[5] != " " for row in continuation), rows
     screen.child.sendeof()
     assert screen.finish() == 0
+
+
+def test_hanging_indent_follows_labels_bullets_and_columns() -> None:
+    from rich.console import Console
+
+    from memagent.agent.chat.ui.terminal import Hanging, listing_hang
+
+    console = Console(width=40, no_color=True, record=True, file=io.StringIO())
+    text = ("you: " + "word " * 12 + "\n"
+            "     - " + "item " * 10 + "\n"
+            "/cmd [ARG]  " + "does " * 8 + "\n"
+            "plain prose " + "goes " * 8)
+    console.print(Hanging(text, listing_hang))
+    rows = console.export_text().splitlines()
+    assert rows[0].startswith("you: word") and rows[1].startswith("     word"), rows
+    bullet = next(i for i, r in enumerate(rows) if r.startswith("     - item"))
+    assert rows[bullet + 1].startswith("       item"), rows
+    cmd = next(i for i, r in enumerate(rows) if r.startswith("/cmd [ARG]  does"))
+    assert rows[cmd + 1].startswith("            does"), rows
+    prose = next(i for i, r in enumerate(rows) if r.startswith("plain prose"))
+    assert rows[prose + 1].startswith("goes"), rows  # prose wraps as a terminal would
+    assert all(len(r) <= 40 for r in rows), rows

@@ -186,17 +186,20 @@ def diff_text(diff: str) -> DiffText:
     return DiffText(diff)
 
 
-# The first gap of two or more spaces after some text: where a listing's second column starts.
+# A one-word label (the recap's "you: ", /tools' "  allowed: ") or a list bullet, then the
+# first gap of two or more spaces after some text: where a listing's second column starts.
+_LABEL = re.compile(r"^\s*(?:\w{1,16}:|[-*•]) (?=\S)")
 _COLUMN = re.compile(r"^\s*\S.*?\s{2,}(?=\S)")
 
 
 def listing_hang(line: str, width: int) -> int:
-    """Where the continuations of a wrapped listing line start: under its second column
-    (``/help``'s descriptions, ``/threads``' dates) when that starts in the left half of
-    the screen, else under its own indentation."""
-    found = _COLUMN.match(line)
-    if found is not None and cell_len(found.group()) <= width // 2:
-        return len(found.group())
+    """Where the continuations of a wrapped listing line start: after its label, or under
+    its second column (``/help``'s descriptions, ``/threads``' dates), when that starts in
+    the left half of the screen; else under its own indentation."""
+    for pattern in (_LABEL, _COLUMN):
+        found = pattern.match(line)
+        if found is not None and cell_len(found.group()) <= width // 2:
+            return len(found.group())
     return len(line) - len(line.lstrip(" "))
 
 
