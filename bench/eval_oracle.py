@@ -304,11 +304,14 @@ class OracleModel:
         hits = re.findall(r"(?m)^\d+\. (\S+)", results[0] if results else "")
         last = results[-1] if step > 1 else ""
         if step > 1 and user.strip() not in last:
-            scored = sorted(((len(_words(line) & words), n, line) for n, line in enumerate(last.splitlines())),
+            lines = [re.sub(r"^\s*\d+\s*[\t|:]?\s*", "", line) for line in last.splitlines()]
+            lines = [line for line in lines if line.strip() and not line.startswith("#")]
+            scored = sorted(((len(_words(line) & words), n) for n, line in enumerate(lines)),
                             key=lambda x: (-x[0], x[1]))
-            best = [line for score, _, line in scored[:2] if score]
-            if best:
-                return "From memory: " + " ".join(re.sub(r"^\s*\d+\s*[\t|:]?\s*", "", b) for b in best)
+            if scored and scored[0][0]:
+                # The best line and what follows it: the passage an answer would quote.
+                first = scored[0][1]
+                return "From memory: " + " ".join(lines[first:first + 3])
         if step - 1 < min(len(hits), 3):
             return [("read_file", {"file_path": hits[step - 1]})]
         return "I found nothing about that in memory."
