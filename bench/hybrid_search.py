@@ -21,6 +21,7 @@ met or not. ``--out FILE`` replaces only the ``hybrid_quality`` and
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import tempfile
@@ -113,6 +114,41 @@ def speed(store: SqlStore, size: int, reps: int) -> dict[str, object]:
             "peak_mb": peak / 1e6, "samples": samples}
 
 
+def _triggers(store: SqlStore, on: bool) -> None:
+    """Create or drop migration 0009's noting triggers (the only change 0009 makes to a write)."""
+    mig = importlib.import_module("memagent.vfs.migrations.versions.0009_embeddings")
+    sqlite = store.engine.dialect.name == "sqlite"
+    with store.engine.begin() as conn:
+        for name in ("files_embedding_pending_insert", "files_embedding_pending_update"):
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}" + ("" if sqlite else " ON files"))
+        if on:
+            for ddl in (mig._SQLITE_TRIGGERS if sqlite else mig._PG_TRIGGERS):
+                conn.exec_driver_sql(ddl)
+
+
+def write_cost(url: str, reps: int, block: int = 5) -> dict[tuple[str, bool], list[float]]:
+    """Write and edit times with and without the noting triggers, in alternating blocks of
+    ``block`` writes (a schema change costs the next statement a re-prepare, so each block
+    starts with an untimed write), on the store ``speed`` filled, opened afresh (no model
+    loaded: nothing embeds meanwhile)."""
+    out: dict[tuple[str, bool], list[float]] = {}
+    with open_store(url) as store:
+        view = AgentView(store, "bench")
+        filler = "filler text for a four kilobyte note " * 100
+        for b in range(max(1, reps // block)):
+            for on in ((True, False) if b % 2 == 0 else (False, True)):
+                _triggers(store, on)
+                view.write(f"/bench/warm{b}-{int(on)}.md", f"warm {b}\n")
+                for i in range(block):
+                    path = f"/bench/w{b}-{i}-{int(on)}.md"
+                    body = f"write {i} {COMMON} {filler}\n"
+                    out.setdefault(("write", on), []).append(_ms(lambda p=path, t=body: view.write(p, t)))
+                    out.setdefault(("edit", on), []).append(
+                        _ms(lambda p=path, i=i: view.edit(p, f"write {i}", f"edited {i}")))
+        _triggers(store, True)
+    return out
+
+
 def _pct(a: int, n: int) -> str:
     return f"{100 * a / n:.0f}%" if n else "-"
 
@@ -165,6 +201,15 @@ def speed_table(results: dict[str, dict[str, object]], cmd: str, size: int, reps
             p95 = sorted(xs)[max(0, int(len(xs) * 0.95) - 1)]
             goal = ("met" if med <= GOAL_MS else "**not met**") if mode == "hybrid" else "n/a"
             lines.append(f"| {backend} | {mode} | {label} | {med:.2f} | {p95:.2f} | {goal} |")
+    lines += ["", "Writes (4 KB) with migration 0009's noting triggers and without them, interleaved on the same "
+              "store (no model loaded, so nothing embeds meanwhile):", "",
+              "| backend | call | median with | median without | ratio |", "|---|---|---|---|---|"]
+    for backend, r in results.items():
+        writes: dict[tuple[str, bool], list[float]] = r.get("writes") or {}  # type: ignore[assignment]
+        for call in ("write", "edit"):
+            if (call, True) in writes:
+                on, off = statistics.median(writes[(call, True)]), statistics.median(writes[(call, False)])
+                lines.append(f"| {backend} | {call} | {on:.2f} | {off:.2f} | {on / off:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -189,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             qual[backend] = quality(store)
             if not args.skip_speed:
                 fast[backend] = speed(store, args.size, args.reps)
+        if not args.skip_speed:
+            fast[backend]["writes"] = write_cost(url, args.reps)
     q = quality_table(qual, f"python -m bench.hybrid_search --skip-speed{pg}")
     s = speed_table(fast, f"python -m bench.hybrid_search --size {args.size} --reps {args.reps}{pg}",
                     args.size, args.reps, (load_start, _load())) if fast else ""
