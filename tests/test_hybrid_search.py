@@ -36,9 +36,10 @@ from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
 
 S = scope_name("agent", "a")
-WORDS = ("garden tomatoes roses river bicycle piano chess coffee invoice budget travel train "
-         "dentist teeth kitten cat dog weather rain winter summer holiday beach mountain book novel "
-         "kotlin swift database postgres meeting notes bullets summary email reply deadline").split()
+WORDS = ["garden", "tomatoes", "roses", "river", "bicycle", "piano", "chess", "coffee", "invoice", "budget",
+         "travel", "train", "dentist", "teeth", "kitten", "cat", "dog", "weather", "rain", "winter",
+         "summer", "holiday", "beach", "mountain", "book", "novel", "kotlin", "swift", "database",
+         "postgres", "meeting", "notes", "bullets", "summary", "email", "reply", "deadline"]
 
 
 def _vectors(store: SqlStore) -> dict[tuple[str, str], tuple[int, int]]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import episodes, paths, writes
-from .errors import InvalidPath, NotFound, ReadOnly
 from .embeddings.base import SearchMode
 from .embeddings.hybrid import DEFAULT_MODE
+from .errors import InvalidPath, NotFound, ReadOnly
 from .search import DEFAULT_LIMIT
 from .store import Store
 from .threads import ThreadStore

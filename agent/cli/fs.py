@@ -25,9 +25,9 @@ import click
 
 from memagent.agent.cli.common import Ctx, cli_words, fail, memory_command
 from memagent.vfs import writes
-from memagent.vfs.errors import ValidationFailed, VfsError
 from memagent.vfs.embeddings.base import SEARCH_MODES, SearchMode
 from memagent.vfs.embeddings.hybrid import DEFAULT_MODE as DEFAULT_SEARCH_MODE
+from memagent.vfs.errors import ValidationFailed, VfsError
 from memagent.vfs.render import render_blame, render_log, render_ls, render_search
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.search import render as render_grep
