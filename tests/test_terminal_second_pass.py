@@ -244,6 +244,10 @@ def test_a_wrapped_diff_line_keeps_its_marker_at_80_columns(api: FakeMessagesAPI
     long_line = " ".join(f"word{i:02d}" for i in range(40))  # about 280 columns
     api.enqueue_tool_use("write_file", {"file_path": "/notes/long.md", "content": f"short\n{long_line}\n"})
     api.enqueue_text("saved")
+    other = " ".join(f"more{i:02d}" for i in range(40))
+    api.enqueue_tool_use("edit_file", {"file_path": "/notes/long.md", "old_string": "short\n",
+                                       "new_string": f"short\n{other}\n"})
+    api.enqueue_text("added")
     env = {**os.environ, **keyed(api), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
     screen = Screen(pexpect.spawn(MEMAGENT, ["chat", "bot"], env=env, dimensions=(50, 80),
                                   encoding="utf-8", timeout=30))
@@ -258,11 +262,17 @@ def test_a_wrapped_diff_line_keeps_its_marker_at_80_columns(api: FakeMessagesAPI
     # Every word is on screen once, in order: wrapping lost nothing.
     words = [w for row in rows for w in re.findall(r"word\d\d", row)]
     assert words == [f"word{i:02d}" for i in range(40)]
-    screen.type("y")
-    screen.wait_for("saved", after=start)
+    screen.type("a")  # always: the next edit is applied and shown as a compact diff
+    pos = screen.wait_for("saved", after=start)
+    screen.type("add more")
+    end = screen.wait_for("added", after=screen.wait_for("applied without asking", after=pos))
+    rows = [row for row in screen.text[pos:end].split("\n") if "more" in row and "add more" not in row]
+    assert len(rows) >= 4, screen.text[pos:end]
+    assert all(row.startswith("    +more") for row in rows), rows
+    assert [w for row in rows for w in re.findall(r"more\d\d", row)] == [f"more{i:02d}" for i in range(40)]
     screen.child.sendeof()
     assert screen.finish() == 0
-    assert AgentView(bot, "bot").read("/notes/long.md").content == f"short\n{long_line}\n"
+    assert AgentView(bot, "bot").read("/notes/long.md").content == f"short\n{other}\n{long_line}\n"
 
 
 def test_at_80_columns_wrapped_listings_and_tool_errors_stay_in_their_column(

@@ -163,23 +163,35 @@ class DiffText:
     line never reads as context, nor context as an addition.
     """
 
-    def __init__(self, diff: str) -> None:
+    def __init__(self, diff: str, *, changes_only: bool = False, indent: int = 0) -> None:
         self.lines = shown(diff).splitlines()
+        # Only changed lines (the compact diff after "always"): no headers, the rest is a note.
+        self.changes_only = changes_only
+        self.indent = indent
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        widest = max((cell_len(line) for line in self.lines), default=1)
+        widest = max((cell_len(line) for line in self.lines), default=1) + self.indent
         return Measurement(min(widest, 8), widest).clamp(max_width=options.max_width)
 
+    def _style(self, line: str) -> str:
+        if not self.changes_only:
+            return _diff_style(line)
+        return "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = max(options.max_width, 2)
+        width = max(options.max_width - self.indent, 2)
+        pad = Text(" " * self.indent)
         for line in self.lines:
-            style = _diff_style(line)
-            marked = line[:1] in ("+", "-", " ") and not line.startswith(("+++", "---"))
+            style = self._style(line)
+            header = line.startswith(("+++", "---")) and not self.changes_only
+            marked = line[:1] in ("+", "-", " ") and not header
             marker, body = (line[:1], line[1:]) if marked else ("", line)
             parts = Text(body).wrap(console, width - len(marker), overflow="fold") if body else [Text()]
-            for part in parts:
+            for n, part in enumerate(parts):
+                # The space a line was broken at is not shown; the line's own trailing space is.
+                text = part.plain if n == len(parts) - 1 else part.plain.rstrip(" ")
                 # One style for marker and text: one coloured run, as a terminal shows a diff line.
-                yield Text(marker + part.plain, style=style)
+                yield Text.assemble(pad, Text(marker + text, style=style))
 
 
 def diff_text(diff: str) -> DiffText:
@@ -453,12 +465,9 @@ class TerminalUI(UI):
 
     def show_applied(self, title: str, lines: list[str]) -> None:
         indent = "  " if self.subagent is not None else ""
-        body = Text(f"{indent}  ~ {shown(title)}", style="yellow")
-        for line in lines:
-            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-            body.append(f"\n{indent}    ")
-            body.append(shown(line), style=style)
-        self._print(body)
+        self._print(Text(f"{indent}  ~ {shown(title)}", style="yellow"))
+        if lines:  # wrapped lines keep their +/- marker, as in the approval panel
+            self._print(DiffText("\n".join(lines), changes_only=True, indent=len(indent) + 4))
 
     def show_diff(self, path: str, diff: str) -> None:
         self._print(Panel(diff_text(diff), title=escape(shown(path, one_line=True)), title_align="left",
