@@ -28,6 +28,12 @@ if sys.argv[1:2] == ["providers"]:
 
     raise SystemExit(providers_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["eval"]:
+    # ``python -m bench eval``: memagent eval's own cost per scenario, model time excluded.
+    from bench.eval_overhead import main as eval_main
+
+    raise SystemExit(eval_main(sys.argv[2:]))
+
 from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())
