@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -253,6 +254,9 @@ class VectorIndex:
                 cache = _Cache(model, dim, 0)
                 cache.add(conn.execute(text(_ROWS), {"m": model, "d": dim}).all())
             elif gen > cache.gen:
+                # A new object: a search in another thread may still be reading the old one
+                # (``add`` replaces arrays, never changes one in place).
+                cache = dataclasses.replace(cache, scopes=dict(cache.scopes))
                 cache.add(conn.execute(text(_ROWS + " AND gen > :g"),
                                        {"m": model, "d": dim, "g": cache.gen}).all())
             cache.gen = int(gen)
