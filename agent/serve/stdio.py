@@ -29,7 +29,6 @@ import anyio.from_thread
 import anyio.lowlevel
 
 if TYPE_CHECKING:
-    from anyio.abc import CancelScope
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from memagent.agent.serve.server import MemoryServer
@@ -80,7 +79,7 @@ class StdinLines:
         return self._receive.__aiter__()
 
 
-async def _stop_on_signals(scope: CancelScope) -> None:
+async def _stop_on_signals(scope: anyio.CancelScope) -> None:
     with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async for _ in signals:
             scope.cancel()
