@@ -285,3 +285,18 @@ def test_export_carries_rules_to_opencode_and_codex_and_lists_the_rest() -> None
     assert sum("not carried: Codex approves per session" in n for n in notes) == 4
     files, notes = export_with("folder")
     assert any("5 rule(s) not carried" in n for n in notes)
+
+
+def test_chat_yolo_says_it_turns_the_rules_off(store: SqlStore) -> None:
+    RuleBook(store, "a").add("write_file(**)", "deny")
+    model = ScriptedModel()
+    model.enqueue_tool_use("write_file", {"file_path": "/n.md", "content": "n\n"})
+    model.enqueue_text("ok")
+    stdout = io.StringIO()
+    session = build_session(AgentView(store, "a", user="tester"), model,
+                            PlainUI(io.StringIO("/yolo\nwrite n\n/approval\n"), stdout, io.StringIO()),
+                            threads=ThreadStore(store.engine))
+    assert session.run() == 0
+    text = stdout.getvalue()
+    assert "the approval rules are off too" in text and "yolo is on: the rules are not applied" in text
+    assert "denied" not in text and store.history(S, "/n.md")[-1].approval == "yolo"

@@ -370,11 +370,12 @@ def yolo(session: Session, arg: str) -> None:
     gate = session.gate
     gate.yolo = not gate.yolo
     if gate.yolo:
-        session.ui.info("yolo on: memory edits are applied without asking (recorded as yolo).")
+        session.ui.info("yolo on: memory edits are applied without asking (recorded as yolo); the approval "
+                        "rules are off too.")
     else:
         # Turning approvals back on should mean every edit asks again.
         gate.always = False
-        session.ui.info("yolo off: every memory edit asks for approval.")
+        session.ui.info("yolo off: every memory edit asks for approval (or follows its approval rule, /approval).")
 
 
 @command("/threads", "", "list this agent's threads: ids, titles, dates, message counts")
