@@ -96,6 +96,8 @@ def test_allow_rule_applies_it_and_the_revision_says_rule(api: FakeMessagesAPI, 
     data = json.loads(out(p))
     assert data["changes"] == [{"path": "/knowledge/standup.md", "version": 1, "deleted": False}]
     assert data["queued"] == []
+    assert data["decided_by"] == ["approval rule 1 (write_file(/knowledge/**) allow): write_file "
+                                  "/knowledge/standup.md allowed"]
     assert home.read(scope_name("agent", "notes"), "/knowledge/standup.md").content == "# Standup\n- 9:30\n"
     assert home.history(scope_name("agent", "notes"), "/knowledge/standup.md")[-1].approval == "rule"
 

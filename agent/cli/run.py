@@ -9,7 +9,7 @@ Invariants:
   in chat; ``--yolo`` overrides them and says so on stderr.
 - Standard output holds the final answer only (or, with ``--json``, one JSON
   object: the answer, the tool calls, the memory changes with their versions, the
-  proposals queued, the usage). One summary line of what happened to memory goes
+  proposals queued, which approval rule decided what, the usage). One summary line of what happened to memory goes
   to stderr.
 - Exit status: 0 when the turn ended (edits applied, queued or refused by a rule
   all count: the model was told), 1 when the model or a tool failed (the request
@@ -133,7 +133,8 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
 
     hooks = Hooks(on_tool_call=on_call, on_tool_result=on_result)
     queue = ProposalStore(ctx.store.engine)
-    rules = agent_rules(view, queue, by="memagent run", unattended=unattended)
+    decided: list[str] = []  # which approval rule decided each edit or call, in order
+    rules = agent_rules(view, queue, by="memagent run", unattended=unattended, heard=decided.append)
     hub = McpHub()
     failure = ""
     try:
@@ -160,7 +161,7 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
             "agent": view.agent, "thread": agent_.thread_id, "answer": result.text if result else "",
             "stopped": stopped, "error": failure or None, "tool_calls": calls,
             "changes": [{"path": c.path, "version": c.version, "deleted": c.after is None} for c in made],
-            "queued": queued, "usage": usage, "cost_usd": result.cost_usd if result else None,
+            "queued": queued, "decided_by": decided, "usage": usage, "cost_usd": result.cost_usd if result else None,
         }, ensure_ascii=False))
     elif result is not None:
         click.echo(shown(result.text))
