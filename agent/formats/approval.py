@@ -133,6 +133,9 @@ def _opencode(rules: Sequence[Rule], result: ExportResult) -> None:
     if not permission:
         del document["permission"]
     _put_json(result, path, document)
+    from .opencode import bind_agents
+
+    bind_agents(result)  # a subagent's permission never loosens the project's (issue 28)
 
 
 def _codex(rules: Sequence[Rule], result: ExportResult) -> None:

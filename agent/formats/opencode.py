@@ -24,6 +24,7 @@ noted.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
@@ -94,6 +95,41 @@ def from_env(value: str) -> str:
 
 def to_model(model: str) -> str:
     return model if "/" in model else f"anthropic/{model}"
+
+
+_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def bind_agents(result: ExportResult) -> None:
+    """Tighten every exported agent's ``permission`` to the project's (``opencode.json``):
+    an agent's rules come after the project's and OpenCode applies the last match, so an
+    agent rule looser than the project's action for the same tool would loosen it. Call
+    after anything that adds project rules (the approval rules do)."""
+    config = result.files.get("opencode.json")
+    if config is None:
+        return
+    project = mapping(load_json(config, "opencode.json", []).get("permission"))
+    flat = [(k, v) for k, v in project.items() if isinstance(v, str) and v in _STRICTNESS]
+    if not flat:
+        return
+    for path in sorted(result.files):
+        if not re.fullmatch(r"\.opencode/agents/[^/]+\.md", path):
+            continue
+        meta, body = read_agent(result.files[path].decode("utf-8"))
+        rules = meta.get("permission")
+        if not isinstance(rules, dict):
+            continue
+        changed = False
+        for key, action in list(rules.items()):
+            if key == "*" or action not in _STRICTNESS:
+                continue
+            matching = [a for pattern, a in flat if fnmatch.fnmatchcase(key, pattern)]
+            if matching and _STRICTNESS[matching[-1]] > _STRICTNESS[action]:
+                rules[key] = matching[-1]
+                changed = True
+        if changed:
+            pairs = [(k, rules if k == "permission" else str(v)) for k, v in meta.items()]
+            result.files[path] = emit(pairs, body).encode("utf-8")
 
 
 class OpenCodeFormat:

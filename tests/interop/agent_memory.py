@@ -47,14 +47,18 @@ def memory() -> dict[str, str]:
     }
 
 
-def export(fmt: str, dest: Path, agent: str = "interop") -> str:
-    """Store ``memory()`` as ``agent`` and export it with the real command (``--probe``); its output."""
+def export(fmt: str, dest: Path, agent: str = "interop", rules: tuple[tuple[str, str], ...] = ()) -> str:
+    """Store ``memory()`` as ``agent`` (with approval ``rules`` added by ``memagent approval
+    add``) and export it with the real command (``--probe``); its output."""
     store = open_store(config.db_url())
     try:
         if agent not in store.list_agents():
             store.create_agent(agent, memory())
     finally:
         store.engine.dispose()
+    for rule, action in rules:
+        added = run("approval", "add", agent, rule, action)
+        assert added.returncode == 0, err(added)
     done = run("export", agent, str(dest), "--format", fmt, "--probe", timeout=120)
     assert done.returncode == 0, err(done)
     return out(done)

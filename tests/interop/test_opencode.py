@@ -84,3 +84,17 @@ def test_opencode_sees_the_agents_memory(harness: Callable[[str], Path], harness
     assert {f"demo_{n}" for n in mem.LISTED} <= offered
     assert not {f"demo_{n}" for n in mem.UNLISTED} & offered
     assert "list" not in offered  # the tool finding 1 is about: OpenCode has none
+
+
+def test_an_approval_rule_binds_opencode_subagents_too(harness: Callable[[str], Path],
+                                                       harness_env: dict[str, str], tmp_path: Path) -> None:
+    # Finding 2 with the agent's approval rules: a rule making a tools.json tool stricter
+    # for the project is just as strict for the subagent that lists it.
+    opencode = harness("opencode")
+    project = tmp_path / "project"
+    mem.export("opencode", project, agent="ruled", rules=(("mcp__demo__echo", "deny"),))
+    main = debug(opencode, harness_env, project, "agent", "build")
+    scout = debug(opencode, harness_env, project, "agent", mem.SUBAGENT)
+    assert action(main, "demo_echo") == "deny"
+    assert action(scout, "demo_echo") == "deny"
+    assert action(scout, "demo_fail") == "ask"
