@@ -217,9 +217,11 @@ def _memory(view: AgentView) -> dict[str, str]:
     return out
 
 
-def memory_diff(before: dict[str, str], view: AgentView, *, limit: int = 20_000) -> str:
-    """The unified diff of the agent's memory since the start (bounded)."""
-    after = _memory(view)
+def memory_diff(before: dict[str, str], view: AgentView, *, skip: str | None = None, limit: int = 20_000) -> str:
+    """The unified diff of the agent's memory since the start (bounded; paths under ``skip``,
+    the generated filler, left out unless they changed)."""
+    after = {p: c for p, c in _memory(view).items()
+             if skip is None or not p.startswith(skip) or p in before}
     parts = [unified_diff(before.get(p), after.get(p), p, p) for p in sorted(set(before) | set(after))
              if before.get(p) != after.get(p)]
     text = "".join(parts)
@@ -315,7 +317,8 @@ class Run:
                                  detail, check.line)
             if not passed:
                 result.answer = self.answer
-                result.memory_diff = memory_diff(self.start_memory, self.view)
+                generated = self.scenario.knowledge_folder + "/" if self.scenario.knowledge else None
+                result.memory_diff = memory_diff(self.start_memory, self.view, skip=generated)
             self.result.checks.append(result)
 
     def _step(self, n: int, step: Step) -> None:
