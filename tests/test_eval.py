@@ -371,3 +371,25 @@ def test_the_builtin_suite_runs_through_the_cli_on_an_openai_compatible_server(t
     assert {r["scenario"] for r in rows if r["type"] == "summary"} == set(SUITE)
     assert any(r["type"] == "check" and r["passed"] is False for r in rows)
     assert "failed:" in out(proc)
+
+
+def test_a_progress_bar_shows_on_a_terminal(chat_env: None) -> None:
+    import os
+
+    import pexpect
+
+    from tests.cli_helpers import MEMAGENT
+    from tests.pty_helpers import Screen
+
+    with FakeMessagesAPI() as api:
+        answer = _oracle_answer(OracleModel())
+        for _ in range(20):
+            api.enqueue_callable(answer)
+        env = {**os.environ, "ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "test-key"}
+        child = pexpect.spawn(MEMAGENT, ["eval", "-k", "small-prompt|subagent-used", "--model", "claude-sonnet-5-5"],
+                              env=env, dimensions=(40, 120), encoding="utf-8")
+        screen = Screen(child)
+        end = screen.wait_for("eval  [")
+        end = screen.wait_for("]  2/2", after=end)
+        screen.wait_for("total", after=end)
+        assert screen.finish() == 0
