@@ -261,6 +261,13 @@ def test_the_cli_exits_2_on_a_malformed_scenario(tmp_path: Path, chat_env: None)
         assert err(proc).startswith("memagent: ") and "Traceback" not in err(proc)
 
 
+def test_list_names_the_scenarios_without_a_model(chat_env: None) -> None:
+    proc = run("eval", "--list", "-k", "remember")
+    assert proc.returncode == 0, err(proc)
+    names = [line.split()[0] for line in out(proc).splitlines()]
+    assert names == sorted(n for n in SUITE if "remember" in n)
+
+
 def test_the_cli_exits_2_when_the_model_is_not_set_up(chat_env: None) -> None:
     proc = run("eval", "-k", "small-prompt", "--model", "claude-sonnet-5-5")
     assert proc.returncode == 2

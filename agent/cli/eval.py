@@ -156,11 +156,12 @@ class _Progress:
               help="The k of recall@k.")
 @click.option("--limit", "limit", type=click.IntRange(1), default=None, metavar="N",
               help="Benchmarks: only the first N histories (instances or samples).")
+@click.option("--list", "list_only", is_flag=True, help="List the scenarios (with -k: those it selects) and exit.")
 @click.option("--scratch-db", "scratch_db", default=None, metavar="URL",
               help="A database server to run in (each run a new agent); default: a temporary SQLite file per run.")
 def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | None, runs: int, out: str | None,
              pattern: str | None, longmemeval: str | None, locomo: str | None, judge: str | None, use_reflect: bool,
-             retrieval_only: bool, top: int, limit: int | None, scratch_db: str | None) -> None:
+             retrieval_only: bool, top: int, limit: int | None, list_only: bool, scratch_db: str | None) -> None:
     """Does memory work? Run memory scenarios (or a benchmark) on a model in throwaway agents.
 
     \b
@@ -175,6 +176,10 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
     """
     if targets[:1] == ("compare",):
         _compare(targets[1:])
+        return
+    if list_only:
+        for scenario in _load(targets, pattern):
+            click.echo(shown(f"{scenario.name}  ({scenario.checks} checks) {scenario.description}"))
         return
     if longmemeval and locomo:
         _usage("give --longmemeval or --locomo, not both (run them one after the other)")

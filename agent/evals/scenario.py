@@ -34,6 +34,8 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from memagent.agent.evals.checks import KINDS, check_arg
+
 Approve = Literal["all", "none"]
 CommandName = Literal["/remember", "/compact", "reflect"]
 COMMANDS: tuple[CommandName, ...] = ("/remember", "/compact", "reflect")
@@ -148,8 +150,6 @@ class _Doc:
 
 
 def _checks(doc: _Doc, node: Node, what: str) -> tuple[Check, ...]:
-    from memagent.agent.evals.checks import KINDS, check_arg
-
     groups = doc.sequence(node, what) if isinstance(node, SequenceNode) else [node]
     found: list[Check] = []
     for group in groups:
