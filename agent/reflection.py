@@ -591,7 +591,8 @@ class Review:
         return f"reflect run {p.run_id}" if client is None else f"queued by {queued_by(client)}"
 
     def can_repropose(self, p: Proposal) -> bool:
-        """Only a reflection run can redo a proposal; an MCP client's queued write cannot."""
+        """Only a reflection run can redo a proposal; a queued write (an MCP client's, a
+        `memagent run`'s) cannot."""
         return self._client(p) is None
 
     def _client(self, p: Proposal) -> str | None:
@@ -656,8 +657,8 @@ class Review:
             return True
         if resolution == "repropose":
             if not self.can_repropose(p):
-                raise VfsError(f"proposal #{p.id} is a write an MCP client queued; no reflect run can redo it: "
-                               f"discard it and let the client write again")
+                raise VfsError(f"proposal #{p.id} is a write {self.source(p)}; no reflect run can redo it: "
+                               f"discard it and let its writer write again")
             return self.queue.decide(p.id, "repropose", feedback=c.why)
         return self.queue.decide(p.id, "stale", feedback=f"discarded in review: {c.why}")
 
