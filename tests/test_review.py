@@ -8,8 +8,10 @@ labelled by who queued them (they have no run); a dry reflect run takes no run n
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 
+import pexpect
 import pytest
 
 from memagent.agent.chat.session import build_session
@@ -25,7 +27,8 @@ from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from memagent.vfs.writes import queue as queueing
 from memagent.vfs.writes import submit
-from tests.cli_helpers import out, run
+from tests.cli_helpers import MEMAGENT, out, run
+from tests.pty_helpers import Screen
 
 S = "agent:a"
 AGENTS = "# Rules\n- Be concise.\n"
@@ -127,3 +130,17 @@ def test_agents_and_the_chat_header_count_the_waiting_edits(home: SqlStore) -> N
     assert out(run("agents")).strip() == "a  (1 file, 2 edits waiting for review)"
     p = run("chat", "a", stdin="", env={"ANTHROPIC_API_KEY": "test-key"})
     assert "2 memory edits waiting for review: type /review" in out(p)
+
+
+def test_memagent_review_in_a_terminal_shows_the_chat_panel(home: SqlStore) -> None:
+    queue_edit(home, "memagent run", "- Be concise.\n", "- Be concise.\n- Use bullets.\n")
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    child = pexpect.spawn(MEMAGENT, ["review", "a"], env=env, dimensions=(40, 100), encoding="utf-8", timeout=30)
+    screen = Screen(child)
+    screen.wait_for("[a]lways")
+    assert "╭" in screen.text and "edit /AGENTS.md" in screen.text  # the chat's boxed panel
+    assert "\x1b[" in screen.raw  # coloured, as in chat
+    screen.type("y")
+    screen.wait_for("Review done: 1 applied")
+    assert screen.finish() == 0
+    assert home.read(S, "/AGENTS.md").content == "# Rules\n- Be concise.\n- Use bullets.\n"
