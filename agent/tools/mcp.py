@@ -184,16 +184,19 @@ class McpTools:
                          for name in config.servers if name not in wanted}
         self._rules = {r.qualified: r for r in config.tools}
         specs = [s for n, s in config.servers.items() if n in wanted]
+        ready = {n for n, st in self.hub.states().items() if st.status == "connected"}
         if self.background:
             for warning in self.hub.start(specs, on_settled=self._settled):
                 self.warn(warning)
-            return
-        for warning in self.hub.connect(specs):
-            self.warn(warning)
+        else:
+            for warning in self.hub.connect(specs):
+                self.warn(warning)
+        # A server started in the background is checked when it settles (``_settled``).
         states = self.hub.states()
         for report in build_report(config, states, self.disabled):
-            for line in _missing_lines(report, states):
-                self.warn(line)
+            if report.status == "connected" and (not self.background or report.name in ready):
+                for line in _missing_lines(report, states):
+                    self.warn(line)
 
     def _settled(self, name: str) -> None:
         """A server started in the background connected or failed (on the hub's thread)."""
