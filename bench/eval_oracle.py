@@ -121,6 +121,12 @@ class OracleModel:
         user = _text(messages[start]["content"]) if messages else ""
         results = [r for m in messages[start + 1:] if m["role"] == "user" for r in _results(m["content"])]
         step = sum(1 for m in messages[start + 1:] if m["role"] == "assistant")
+        if not tools and "strict grader" in system:
+            # A benchmark's judge: yes when the correct answer is in the assistant's answer.
+            gold = re.search(r"Correct answer: (.*)", user)
+            said = re.search(r"Assistant's answer: (.*)", user)
+            found = gold and said and _words(gold.group(1)) <= _words(said.group(1))
+            return "yes" if found else "no"
         if not tools:
             self.summaries += 1
             return self._summary(messages)

@@ -400,3 +400,28 @@ def test_a_progress_bar_shows_on_a_terminal(chat_env: None) -> None:
         end = screen.wait_for("]  2/2", after=end)
         screen.wait_for("total", after=end)
         assert screen.finish() == 0
+
+
+def test_files_go_over_the_template() -> None:
+    text = """name: overlay
+description: a template with one file replaced
+template: assistant
+files: {"/AGENTS.md": "# Mine\\n"}
+sessions:
+  - turns: [{user: "hi"}]
+expect:
+  memory_matches: {path: /AGENTS.md, pattern: '^# Mine$'}
+  file_exists: /skills/meeting-notes.md
+"""
+    model = ScriptedModel()
+    model.enqueue_text("hello")
+    result = run_scenario(parse(text, "o.yaml"), model, templates=templates.files)
+    assert [c.passed for c in result.checks] == [True, True]
+
+
+def test_an_unknown_template_is_a_setup_error() -> None:
+    from memagent.agent.evals.harness import SetupError
+
+    text = "name: t\ndescription: d\ntemplate: nope\nsessions:\n  - turns: [{user: hi}]\nexpect: {file_exists: /x}\n"
+    with pytest.raises(SetupError, match="no template named 'nope'"):
+        run_scenario(parse(text, "t.yaml"), ScriptedModel(), templates=templates.files)

@@ -139,3 +139,26 @@ def test_reflect_runs_over_the_history_first() -> None:
                                                db_url=None, use_reflect=True))
     assert len(results) == 1 and results[0].error is None
     assert model.calls > results[0].requests  # the reflection's requests came first
+
+
+def test_a_benchmark_runs_through_the_cli_with_a_judge(tmp_path: Path, chat_env: None) -> None:
+    from bench.fake_messages_api import FakeMessagesAPI
+    from tests.test_eval import _oracle_answer
+
+    out_file = tmp_path / "locomo.jsonl"
+    with FakeMessagesAPI() as api:
+        answer = _oracle_answer(OracleModel())
+        for _ in range(60):
+            api.enqueue_callable(answer)
+        proc = run("eval", "--locomo", str(LOCOMO), "--model", "claude-sonnet-5-5", "--judge", "claude-haiku-5-5",
+                   "--out", str(out_file), env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "k"},
+                   timeout=120)
+        judged = [r for r in api.requests if "strict grader" in json.dumps(r.get("system"))]
+    assert proc.returncode in (0, 1), err(proc)
+    rows = _rows(out_file)
+    checks = [r for r in rows if r["type"] == "check"]
+    assert {r["check"] for r in checks} == {"exact_match", "contains", "token_f1", "judge"}
+    assert len(judged) == 4 and {r["model"] for r in judged} == {"claude-haiku-5-5"}
+    first = {r["check"]: r for r in checks if r["scenario"] == "locomo/conv-small-q1"}
+    assert first["judge"]["passed"] and first["contains"]["passed"]
+    assert "locomo/conv-small-q1" in out(proc)

@@ -254,12 +254,13 @@ class Run:
     def start(cls, scenario: Scenario, model: Model, store: SqlStore, agent: str, run: int,
               templates: Templates) -> Run:
         """A new agent ``agent`` seeded as ``scenario`` says (files, knowledge, past threads)."""
-        files = dict(scenario.files)
+        files: dict[str, str] = {}
         if scenario.template is not None:
             try:
                 files = templates(scenario.template)
             except VfsError as err:
                 raise SetupError(f"{scenario.source}: {err}") from None
+        files.update(scenario.files)
         files.update(knowledge_files(scenario.knowledge, scenario.knowledge_folder) if scenario.knowledge else {})
         try:
             store.create_agent(agent, files)

@@ -3,7 +3,8 @@
 The shape is the issue's, extended only by optional keys::
 
     name, description                 required strings
-    template: NAME | files: {PATH: TEXT}   the starting memory (one of them, or neither: empty)
+    template: NAME, files: {PATH: TEXT}   the starting memory: a starter template, files (over the
+                                      template's, when both are given), or neither (no files)
     knowledge: {count: N, folder: /knowledge/generated}   N generated filler files (search at scale)
     threads: [[{user: ..}, {assistant: ..}, ..], ..]      past conversations, under /conversations/
     context_budget: TOKENS            the context budget of every session (a thread that overflows)
@@ -225,8 +226,6 @@ def parse(text: str, source: str) -> Scenario:
     name = doc.text(keys["name"], "name")
     if not _NAME.match(name):
         raise doc.fail(keys["name"], "name must be lowercase letters, digits, '.', '_' or '-' (at most 80)")
-    if "template" in keys and "files" in keys:
-        raise doc.fail(keys["files"], "give template or files, not both")
     files: dict[str, str] = {}
     if "files" in keys:
         fnode = doc.mapping(keys["files"], "files", tuple(str(doc.scalar(k)) for k, _ in
