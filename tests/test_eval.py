@@ -425,3 +425,22 @@ def test_an_unknown_template_is_a_setup_error() -> None:
     text = "name: t\ndescription: d\ntemplate: nope\nsessions:\n  - turns: [{user: hi}]\nexpect: {file_exists: /x}\n"
     with pytest.raises(SetupError, match="no template named 'nope'"):
         run_scenario(parse(text, "t.yaml"), ScriptedModel(), templates=templates.files)
+
+
+def test_a_local_model_runs_through_ollama(tmp_path: Path, chat_env: None) -> None:
+    from bench.fake_openai_api import OllamaModel
+
+    out_file = tmp_path / "local.jsonl"
+    with FakeOpenAIAPI(ollama_models=[OllamaModel("qwen3:8b", num_ctx=16384)]) as api:
+        for _ in range(20):
+            api.enqueue_callable(lambda body: "- lunch is at noon\n- bring the slides")
+        proc = run("eval", "-k", "small-prompt", "--model", "ollama/qwen3:8b", "--out", str(out_file),
+                   env={"OLLAMA_HOST": api.root_url})
+        # A local model the server does not have is refused before any scenario runs: a set-up error.
+        refused = run("eval", "-k", "small-prompt", "--model", "ollama/gemma3:1b", env={"OLLAMA_HOST": api.root_url})
+    assert proc.returncode == 0, err(proc)
+    summary = [r for r in _jsonl(out_file) if r["type"] == "summary"]
+    assert [(s["scenario"], s["passed"], s["total"], s["cost_usd"]) for s in summary] == \
+        [("small-prompt", 2, 2, None)]  # no price is known for a local model
+    assert "unknown" in out(proc)
+    assert refused.returncode == 2 and "ollama" in err(refused)
