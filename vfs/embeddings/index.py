@@ -4,8 +4,9 @@ Invariants:
 - A write only notes its file in ``embedding_pending`` (triggers, migration 0009).
   ``sync`` embeds the noted files, in batches: read the rows, embed with no lock
   held, then in one transaction replace the files' vectors and remove each note
-  only if the file still holds the text that was embedded. A change made meanwhile
-  keeps its note, so no change is missed, and a crash loses nothing.
+  only if it is still the note read. A change made meanwhile
+  keeps its note (a new ``seq``, migration 0009), so no change is missed, and a
+  crash loses nothing.
 - Vectors record the embedder's model and dimension; only the current model's are
   read. The first sync under a model with no ``embedding_state`` row (a new
   database, a switched ``MEMAGENT_EMBEDDER``, a reindex) removes every other
@@ -99,6 +100,17 @@ class _Cache:
 _ROWS = "SELECT file_id, chunk, version, scope, vector FROM embeddings WHERE model = :m AND dim = :d"
 
 
+def _note_every_file(conn: Connection) -> None:
+    """Note every live file for embedding, each with a fresh seq (as the triggers do)."""
+    if conn.dialect.name == "sqlite":
+        conn.execute(text("INSERT OR REPLACE INTO embedding_pending(file_id, seq) "
+                          "SELECT id, random() FROM files WHERE content IS NOT NULL"))
+    else:
+        conn.execute(text("INSERT INTO embedding_pending(file_id, seq) "
+                          "SELECT id, nextval('embedding_note_seq') FROM files WHERE content IS NOT NULL "
+                          "ON CONFLICT (file_id) DO UPDATE SET seq = EXCLUDED.seq"))
+
+
 def _embed(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     """``embedder.embed``; whatever a third-party embedder raises becomes one ``EmbedderError`` line."""
     try:
@@ -163,7 +175,7 @@ class VectorIndex:
             while True:
                 with self._conn() as conn:
                     batch = conn.execute(text(
-                        "SELECT p.file_id, f.scope, f.path, f.content, f.version FROM embedding_pending AS p "
+                        "SELECT p.file_id, p.seq, f.scope, f.path, f.content, f.version FROM embedding_pending AS p "
                         "LEFT JOIN files AS f ON f.id = p.file_id ORDER BY p.file_id LIMIT :n"),
                         {"n": BATCH_FILES}).all()
                 if not batch or all(r.file_id in seen for r in batch):
@@ -187,10 +199,7 @@ class VectorIndex:
                 conn.execute(text("DELETE FROM embedding_state"))
                 conn.execute(text("INSERT INTO embedding_state(model, gen) VALUES (:m, :g)"),
                              {"m": model, "g": int(old) + 1})
-                ignore = "OR IGNORE " if conn.dialect.name == "sqlite" else ""
-                tail = "" if conn.dialect.name == "sqlite" else " ON CONFLICT DO NOTHING"
-                conn.execute(text(f"INSERT {ignore}INTO embedding_pending(file_id) SELECT id FROM files "
-                                  f"WHERE content IS NOT NULL{tail}"))
+                _note_every_file(conn)
         except IntegrityError:  # another process created the row first: it noted the files
             pass
 
@@ -208,7 +217,6 @@ class VectorIndex:
             raise EmbedderError(f"the embedder answered {len(vectors)} vectors for {len(texts)} texts")
         dim = int(vectors.shape[1]) if texts else 0
         ids = [int(r.file_id) for r in batch]
-        same = "IS" if self._engine.dialect.name == "sqlite" else "IS NOT DISTINCT FROM"
         with self._conn(write=True) as conn, conn.begin():
             conn.execute(text("UPDATE embedding_state SET gen = gen + 1 WHERE model = :m"), {"m": embedder.model})
             gen = conn.execute(text("SELECT gen FROM embedding_state WHERE model = :m"),
@@ -222,10 +230,11 @@ class VectorIndex:
                     "VALUES (:f, :s, :c, :m, :d, :v, :g, :x)"),
                     [{"f": r.file_id, "s": r.scope, "c": i, "m": embedder.model, "d": dim, "v": r.version,
                       "g": gen, "x": vectors[n].tobytes()} for n, (r, i) in enumerate(owners)])
-            conn.execute(text(
-                f"DELETE FROM embedding_pending WHERE file_id = :f AND "
-                f"(SELECT content FROM files WHERE id = :f) {same} :c"),
-                [{"f": r.file_id, "c": r.content} for r in batch])
+            # A note goes only if it is the one read: a change made meanwhile (even one to
+            # the same text, or a conversation re-rendered at the same version) gave it a
+            # new seq and keeps it for the next sync (migration 0009).
+            conn.execute(text("DELETE FROM embedding_pending WHERE file_id = :f AND seq = :s"),
+                         [{"f": r.file_id, "s": r.seq} for r in batch])
         return len(texts)
 
     def reindex(self) -> SyncReport:
@@ -236,9 +245,7 @@ class VectorIndex:
                 conn.execute(text("DELETE FROM embeddings"))
                 conn.execute(text("DELETE FROM embedding_state WHERE model <> :m"), {"m": model})
                 conn.execute(text("UPDATE embedding_state SET gen = gen + 1 WHERE model = :m"), {"m": model})
-                conn.execute(text("DELETE FROM embedding_pending"))
-                conn.execute(text("INSERT INTO embedding_pending(file_id) SELECT id FROM files "
-                                  "WHERE content IS NOT NULL"))
+                _note_every_file(conn)
             self._cache = None
         return self.sync()
 
