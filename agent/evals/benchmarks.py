@@ -37,11 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from memagent.agent.evals.harness import CheckResult, Counting, EvalUI, ScenarioResult, scratch
+from memagent.agent.evals.harness import CheckResult, Counting, EvalUI, Run, ScenarioResult, scratch
 from memagent.agent.evals.metrics import contains, exact_match, recall_at_k, token_f1
 from memagent.agent.evals.scenario import Scenario, Step, Turn
 from memagent.agent.model import Model, ModelError, ModelRequest
 from memagent.agent.reflection import reflect
+from memagent.vfs import SqlStore
 from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
@@ -164,7 +165,7 @@ def load(kind: Benchmark, path: Path) -> list[History]:
     return longmemeval(path) if kind == "longmemeval" else locomo(path)
 
 
-def _seed(store: Any, agent: str, model_name: str, history: History) -> tuple[AgentView, dict[str, str]]:
+def _seed(store: SqlStore, agent: str, model_name: str, history: History) -> tuple[AgentView, dict[str, str]]:
     """The agent with the history as past threads; conversation file path -> session id."""
     store.create_agent(agent, {})
     view = AgentView(store, agent, user="eval")
@@ -210,8 +211,6 @@ def _judge(judge: Model, q: Question, answer: str) -> tuple[bool, str]:
 def answer_questions(kind: Benchmark, histories: list[History], model: Model, *, db_url: str | None,
                      use_reflect: bool = False, judge: Model | None = None) -> Iterator[ScenarioResult]:
     """Ask each question in a new thread of the replayed agent and score the answer."""
-    from memagent.agent.evals.harness import Run
-
     for history in histories:
         with scratch(db_url) as (store, agent):
             _seed(store, agent, model.name, history)

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -177,8 +178,6 @@ def _valid(obs: Observed, arg: Any) -> tuple[bool, str]:
 def _tool(obs: Observed, arg: Any, want: bool) -> tuple[bool, str]:
     name = arg if isinstance(arg, str) else arg["name"]
     rx = re.compile(arg["args"]) if isinstance(arg, Mapping) and "args" in arg else None
-    import json
-
     hits = [c for c in obs.calls if c.name == name
             and (rx is None or rx.search(json.dumps(c.args, ensure_ascii=False, sort_keys=True)))]
     called = ", ".join(sorted({c.name for c in obs.calls})) or "none"
