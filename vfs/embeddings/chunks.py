@@ -3,7 +3,9 @@
 Invariants:
 - ``spans(content)`` is a pure function of the text: the same text always gives the
   same spans, so a chunk's number names the same text when a snippet is cut later.
-- A chunk is whole lines of at most ``CHUNK_CHARS`` characters (a longer line is
+- A chunk is whole lines of at most ``CHUNK_CHARS`` characters (about 400 words: the
+  whole in-memory matrix is multiplied per query, so fewer, larger chunks keep a
+  query at 10,000 files of 1-8 KB to ~30,000 rows; a longer line is
   cut), broken preferably at a blank line; at most ``MAX_CHUNKS`` a file (the first
   and the last halves of a longer one: a conversation's newest turns count), so
   embedding a file is bounded whatever its size.
@@ -16,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-CHUNK_CHARS = 1000
-MAX_CHUNKS = 48
+CHUNK_CHARS = 2000
+MAX_CHUNKS = 32
 
 _PATH_WORD = re.compile(r"[^\W_]+")
 

@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,34 +282,49 @@ class VectorIndex:
         wanted = [cache.scopes[s] for s in scopes if s in cache.scopes]
         if not wanted:
             return []
-        rows = np.flatnonzero(np.isin(cache.scope_codes, wanted))
-        if not len(rows):
-            return []
-        scores = cache.matrix[rows] @ q
-        order = rows[np.argsort(-scores, kind="stable")]
-        best = dict(zip(rows.tolist(), scores.tolist(), strict=True))
-        # The first (best) chunk of each file, in score order.
-        _, first = np.unique(cache.file_ids[order], return_index=True)
-        ranked = order[np.sort(first)]
-        ranked = ranked[cache.matrix[ranked] @ q >= min_score]
+        # One product over the whole matrix (no copy of the rows in scope), the rest masked.
+        scores = cache.matrix @ q
+        if len(wanted) < len(cache.scopes):
+            scores = np.where(np.isin(cache.scope_codes, wanted), scores, -np.inf)
         out: list[SemanticHit] = []
+        taken: set[int] = set()
         want = 2 * k + 10
         pos = 0
-        while len(out) < k and pos < len(ranked):
-            part = ranked[pos:pos + want]
-            pos += len(part)
+        for ranked in _best_chunks(scores, cache.file_ids, min_score, 8 * want):
+            part = [int(i) for i in ranked[pos:]]
             ids = [int(cache.file_ids[i]) for i in part]
             live = {r.id: r for r in conn.execute(text(
                 f"SELECT id, scope, path, version, content FROM files WHERE id IN ({', '.join(map(str, ids))}) "
-                "AND content IS NOT NULL"))}
+                "AND content IS NOT NULL"))} if ids else {}
             for i in part:
+                pos += 1
                 fid = int(cache.file_ids[i])
                 r = live.get(fid)
-                if r is None or r.version != int(cache.versions[i]):
+                if fid in taken or r is None or r.version != int(cache.versions[i]):
                     continue  # deleted, moved or changed since its vectors were made
-                out.append(SemanticHit(fid, r.scope, r.path, r.version, float(best[int(i)]),
+                taken.add(fid)
+                out.append(SemanticHit(fid, r.scope, r.path, r.version, float(scores[i]),
                                        int(cache.chunk_nos[i]), r.content))
                 if len(out) >= k:
-                    break
-            want *= 2
+                    return out
         return out
+
+
+def _best_chunks(scores: npt.NDArray[np.float32], file_ids: npt.NDArray[np.int64], min_score: float,
+                 first: int) -> Iterator[npt.NDArray[np.intp]]:
+    """Rows of the best chunk of each file scoring at least ``min_score``, best first: the
+    files among the ``first`` best chunks, then (if the caller wants more) all of them.
+
+    Each answer starts with the previous one (a caller resumes where it stopped).
+    """
+    n = len(scores)
+    m = min(first, n)
+    while True:
+        top = np.argpartition(-scores, m - 1)[:m] if m < n else np.arange(n)
+        top = top[scores[top] >= min_score]
+        order = top[np.argsort(-scores[top], kind="stable")]
+        _, firsts = np.unique(file_ids[order], return_index=True)
+        yield order[np.sort(firsts)]
+        if m >= n or len(top) < m:
+            return  # every chunk that could qualify has been seen
+        m = n
