@@ -17,6 +17,9 @@ Invariants:
   on the issue's machine; the table also scales them by this machine's ``python -c
   pass`` over that machine's (``ISSUE_PASS``), and shows each command's time above
   the ``import sqlalchemy`` floor (memagent's own share).
+- ``chat`` with a ``/tools.json`` naming an MCP server that never answers (agent
+  ``bench-mcp``) must be ready as soon as without one: servers start behind the
+  prompt (issue 29); the server gets the default start-up limit.
 - Everything happens in a temporary ``MEMAGENT_HOME``; the database is created and
   migrated before the first round, so the rounds measure a warm start.
 """
@@ -24,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -48,6 +52,10 @@ CHAT_TARGET = 0.6
 # 0.53 s there, 22x ``python -c pass``. Targets scaled by this machine's
 # ``python -c pass`` over that one say what the same targets ask of this machine.
 ISSUE_PASS = 0.53 / 22
+# A stdio MCP server that reads the client's first message and never answers it.
+HANGING_TOOLS = {"mcp_servers": {"hang": {"command": sys.executable, "args": [
+    "-c", "import sys, threading; sys.stdin.readline(); threading.Event().wait()"]}},
+    "tools": [{"server": "hang", "name": "anything"}]}
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
 
 
@@ -150,6 +158,11 @@ def prepare(home: Path) -> None:
                    capture_output=True)
     subprocess.run([MEMAGENT, "fs", "write", "/notes/today.md", "-a", "bench"], env=env, check=True,
                    input=b"- Use bullet points when you summarise.\n", capture_output=True)
+    subprocess.run([MEMAGENT, "init", "bench-mcp"], env=env, check=True, capture_output=True)
+    subprocess.run([MEMAGENT, "fs", "write", "/tools.json", "-a", "bench-mcp"], env=env, check=True,
+                   input=json.dumps(HANGING_TOOLS).encode(), capture_output=True)
+    # Two agents now: the commands without an agent name mean ``bench``.
+    subprocess.run([MEMAGENT, "use", "bench"], env=env, check=True, capture_output=True)
 
 
 def measure(rounds: int) -> tuple[list[tuple[str, str, Sample]], str]:
@@ -169,6 +182,8 @@ def measure(rounds: int) -> tuple[list[tuple[str, str, Sample]], str]:
              lambda: run_to_prompt([MEMAGENT, "chat", "bench"], env, b"bench> ", tty=False)),
             ("memagent chat, ready for input (terminal)", "chat",
              lambda: run_to_prompt([MEMAGENT, "chat", "bench"], env, b"bench>", tty=True)),
+            ("memagent chat, ready for input (terminal, an MCP server that hangs)", "chat",
+             lambda: run_to_prompt([MEMAGENT, "chat", "bench-mcp"], env, b"bench-mcp>", tty=True)),
         ]
         samples = {name: Sample() for name, _, _ in cases}
         for _ in range(rounds + 1):  # the first round warms caches and is dropped

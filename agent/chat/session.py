@@ -27,7 +27,6 @@ Invariants:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -239,10 +238,10 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
         (lambda name: ShownText(model_factory(name))) if model_factory else None)
     hub = McpHub()
     if ui.interactive:
-        # Servers start once the first prompt is up: the SDK's import would hold the
-        # interpreter for most of a second the prompt should have.
+        # Servers start once the first prompt is on the screen: the SDK's import would
+        # hold the interpreter for most of a second the prompt should have.
         hub.hold()
-        ui.when_prompt_up.append(lambda: _after(PROMPT_DRAWN, hub.release))
+        ui.when_prompt_up.append(hub.release)
     try:
         agent = build_agent(view, ShownText(model), gate=gate, threads=threads, thread_id=thread_id,
                             hooks=ui.hooks(), max_steps=max_steps, model_factory=shown, mcp_hub=hub,
@@ -260,17 +259,6 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     if mcp is not None:
         _follow_mcp(session, mcp)
     return session
-
-
-# Seconds between the first prompt's start and the servers' start, so it is drawn
-# before the SDK's import competes with it (as for the model client).
-PROMPT_DRAWN = 0.2
-
-
-def _after(seconds: float, action: Callable[[], None]) -> None:
-    timer = threading.Timer(seconds, action)
-    timer.daemon = True
-    timer.start()
 
 
 def _follow_mcp(session: Session, mcp: McpTools) -> None:

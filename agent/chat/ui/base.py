@@ -106,7 +106,7 @@ class UI(ABC):
         self.when_prompt_up: list[Callable[[], None]] = []
 
     def prompting(self) -> None:
-        """Called when a prompt is about to wait for the person."""
+        """Called when a prompt waits for the person (at a terminal: once it is drawn)."""
         task, self.on_first_prompt = self.on_first_prompt, None
         tasks, self.when_prompt_up = self.when_prompt_up, []
         for each in [task, *tasks]:

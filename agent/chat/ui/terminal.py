@@ -421,11 +421,22 @@ class TerminalUI(UI):
         message = HTML(f"<b>{xml_escape(prompt.agent)}</b>{mode}<b>&gt;</b> ")
         self._keys.set(prompting=True)
         try:
-            return self._session.prompt(message, pre_run=self.prompting)
+            return self._session.prompt(message, pre_run=self._when_drawn)
         except EOFError:
             return None
         finally:
             self._keys.set(prompting=False)
+
+    def _when_drawn(self) -> None:
+        """``prompting`` once the prompt is on the screen, not before: the work it starts
+        (importing an SDK) would otherwise hold the interpreter while it is drawn."""
+        app = self._session.app
+
+        def drawn(_: object) -> None:
+            app.after_render -= drawn
+            self.prompting()
+
+        app.after_render += drawn
 
     def confirm(self, request: ApprovalRequest) -> Decision:
         self._end_line()
