@@ -335,3 +335,27 @@ def test_hanging_indent_follows_labels_bullets_and_columns() -> None:
     prose = next(i for i, r in enumerate(rows) if r.startswith("plain prose"))
     assert rows[prose + 1].startswith("goes"), rows  # prose wraps as a terminal would
     assert all(len(r) <= 40 for r in rows), rows
+
+
+def test_a_long_message_wraps_without_the_new_line_dots(api: FakeMessagesAPI, bot: SqlStore) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    api.enqueue_text("got both lines")
+    env = {**os.environ, **keyed(api), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    screen = Screen(pexpect.spawn(MEMAGENT, ["chat", "bot"], env=env, dimensions=(40, 80),
+                                  encoding="utf-8", timeout=30))
+    pos = screen.wait_for("bot>")
+    words = " ".join(f"w{i:02d}" for i in range(30))  # 119 columns: wraps once after the prompt
+    screen.child.send(words)
+    pos = screen.wait_for("w29", after=pos)
+    screen.child.send("\x1b\r")  # Alt-Enter: a line of its own, which does get the dots
+    screen.child.send("second")
+    pos = screen.wait_for("second", after=pos)
+    rows = screen.text[screen.text.rindex("bot>"):].split("\n")
+    wrapped = next(row for row in rows if "w19" in row)
+    assert wrapped.startswith("     ") and "." not in wrapped, rows  # blanks under the prompt, no dots
+    assert next(row for row in rows if "second" in row).startswith("...."), rows
+    screen.child.send("\r")
+    screen.wait_for("got both lines", after=pos)
+    screen.child.sendeof()
+    assert screen.finish() == 0
+    assert api.requests[-1]["messages"][-1]["content"][0]["text"] == f"{words}\nsecond"

@@ -355,6 +355,13 @@ class _TypeAhead:
                 termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
 
 
+def _continuation(width: int, line_number: int, soft_wrap: bool) -> str:
+    """What stands left of an input line after the first: dots for a line the person
+    started (Alt-Enter), blanks where a long line merely wraps, so a wrapped message
+    does not look like two lines."""
+    return " " * width if soft_wrap else "." * max(width - 1, 0) + " "
+
+
 class TerminalUI(UI):
     input_hint = ("Enter sends, Alt-Enter (or Esc Enter) adds a line; @path attaches a memory file; "
                   "/help for commands; Ctrl-C stops a turn; Ctrl-D quits.")
@@ -368,7 +375,7 @@ class TerminalUI(UI):
             history=_history(history_path),
             completer=SlashCompleter(commands, paths=lambda: self.memory_paths() if self.memory_paths else []),
             complete_while_typing=True, key_bindings=_key_bindings(),
-            prompt_continuation=lambda width, line, soft: "." * max(width - 1, 0) + " ")
+            prompt_continuation=_continuation)
         # Approval answers are not worth recalling with the up arrow.
         self._confirm_session: PromptSession[str] = PromptSession(history=InMemoryHistory())
         self._status: Status | None = None
