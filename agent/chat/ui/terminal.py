@@ -355,7 +355,7 @@ class _TypeAhead:
                 termios.tcsetattr(self.fd, termios.TCSANOW, self.saved)
 
 
-def _continuation(width: int, line_number: int, soft_wrap: bool) -> str:
+def _continuation(width: int, line_number: int, soft_wrap: int) -> str:  # prompt_toolkit: an int flag
     """What stands left of an input line after the first: dots for a line the person
     started (Alt-Enter), blanks where a long line merely wraps, so a wrapped message
     does not look like two lines."""
