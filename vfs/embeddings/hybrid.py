@@ -8,7 +8,8 @@ Invariants:
 - ``hybrid`` fuses the two lists by reciprocal rank fusion: a file's score is the
   sum over the lists that hold it of ``1 / (RRF_K + rank)``, so neither list's
   score scale matters and a file both lists find comes first. Each list
-  contributes its best ``depth(k)``. Its snippet is the semantic one when the
+  contributes its best ``depth(k)`` (k + 10: 30 deep changed no hit@1 or hit@3 figure of the
+  quality set and cost a snippet per extra lexical hit). Its snippet is the semantic one when the
   vectors found the file (the best-matching chunk), else the lexical one.
 - Scores are comparable within one answer only; higher is better.
 """
@@ -23,7 +24,7 @@ from memagent.vfs import ranking
 
 from .base import SearchMode
 from .chunks import chunk_text
-from .index import SemanticHit, VectorIndex
+from .index import SemanticHit, VectorIndex, contents
 
 DEFAULT_MODE: SearchMode = "hybrid"
 RRF_K = 60
@@ -38,11 +39,11 @@ MIN_SIMILARITY = 0.15
 
 def depth(k: int) -> int:
     """How many hits each list contributes to a fusion for ``k`` results."""
-    return max(2 * k, 30)
+    return k + 10
 
 
-def _semantic_snippet(hit: SemanticHit, words: Sequence[str]) -> str:
-    return ranking.snippet(chunk_text(hit.content, hit.chunk), words)
+def _semantic_snippet(hit: SemanticHit, text: dict[int, str], words: Sequence[str]) -> str:
+    return ranking.snippet(chunk_text(text.get(hit.file_id, ""), hit.chunk), words)
 
 
 def search(conn: Connection, lexical: ranking.Ranker, vectors: VectorIndex, scopes: Sequence[str],
@@ -54,24 +55,27 @@ def search(conn: Connection, lexical: ranking.Ranker, vectors: VectorIndex, scop
     if not query.strip() or not scopes:
         return []
     if mode == "semantic":
-        return [ranking.Ranked(h.scope, h.path, h.score, _semantic_snippet(h, words), h.version)
-                for h in vectors.rank(conn, scopes, query, k, MIN_SIMILARITY)]
+        hits = vectors.rank(conn, scopes, query, k, MIN_SIMILARITY)
+        text = contents(conn, [h.file_id for h in hits])
+        return [ranking.Ranked(h.scope, h.path, h.score, _semantic_snippet(h, text, words), h.version)
+                for h in hits]
     n = depth(k)
     lex = lexical.rank(conn, scopes, query, n) if words else []
     sem = vectors.rank(conn, scopes, query, n, MIN_SIMILARITY)
     fused: dict[tuple[str, str], float] = {}
-    for hits in (lex, sem):
-        for rank, h in enumerate(hits, 1):
-            key = (h.scope, h.path)
+    for keys in ([(h.scope, h.path) for h in lex], [(h.scope, h.path) for h in sem]):
+        for rank, key in enumerate(keys, 1):
             fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
     by_sem = {(h.scope, h.path): h for h in sem}
     by_lex = {(h.scope, h.path): h for h in lex}
     order = sorted(fused, key=lambda key: (-fused[key], key[1]))[:k]
+    # Text only for the semantic hits shown (their snippet is cut from the best chunk).
+    text = contents(conn, [by_sem[key].file_id for key in order if key in by_sem])
     out = []
     for key in order:
         s = by_sem.get(key)
         if s is not None:
-            out.append(ranking.Ranked(s.scope, s.path, fused[key], _semantic_snippet(s, words), s.version))
+            out.append(ranking.Ranked(s.scope, s.path, fused[key], _semantic_snippet(s, text, words), s.version))
         else:
             h = by_lex[key]
             out.append(ranking.Ranked(h.scope, h.path, fused[key], h.snippet, h.version))

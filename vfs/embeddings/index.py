@@ -57,7 +57,6 @@ class SemanticHit:
     version: int
     score: float
     chunk: int
-    content: str
 
 
 @dataclass(frozen=True)
@@ -97,6 +96,7 @@ class _Cache:
         self.scope_codes = np.concatenate([self.scope_codes[keep], np.array(codes, np.int32)])
 
 
+_FALSE = {True: "0", False: "false"}  # files.deleted is false, spelled per dialect
 _ROWS = "SELECT file_id, chunk, version, scope, vector FROM embeddings WHERE model = :m AND dim = :d"
 
 
@@ -294,8 +294,8 @@ class VectorIndex:
             part = [int(i) for i in ranked[pos:]]
             ids = [int(cache.file_ids[i]) for i in part]
             live = {r.id: r for r in conn.execute(text(
-                f"SELECT id, scope, path, version, content FROM files WHERE id IN ({', '.join(map(str, ids))}) "
-                "AND content IS NOT NULL"))} if ids else {}
+                f"SELECT id, scope, path, version FROM files WHERE id IN ({', '.join(map(str, ids))}) "
+                f"AND deleted = {_FALSE[conn.dialect.name == 'sqlite']}"))} if ids else {}
             for i in part:
                 pos += 1
                 fid = int(cache.file_ids[i])
@@ -304,10 +304,18 @@ class VectorIndex:
                     continue  # deleted, moved or changed since its vectors were made
                 taken.add(fid)
                 out.append(SemanticHit(fid, r.scope, r.path, r.version, float(scores[i]),
-                                       int(cache.chunk_nos[i]), r.content))
+                                       int(cache.chunk_nos[i])))
                 if len(out) >= k:
                     return out
         return out
+
+
+def contents(conn: Connection, file_ids: Sequence[int]) -> dict[int, str]:
+    """The current text of these files (read only for the hits an answer shows)."""
+    if not file_ids:
+        return {}
+    rows = conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({', '.join(map(str, map(int, file_ids)))})"))
+    return {r.id: r.content or "" for r in rows}
 
 
 def _best_chunks(scores: npt.NDArray[np.float32], file_ids: npt.NDArray[np.int64], min_score: float,
