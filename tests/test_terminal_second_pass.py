@@ -79,6 +79,41 @@ def test_help_fits_80_columns(command: list[str]) -> None:
     assert max(len(line) for line in out(p).splitlines()) <= 80, out(p)
 
 
+def _every_command() -> list[list[str]]:
+    import click
+
+    from memagent.agent.cli.main import main
+
+    ctx = click.Context(main)
+
+    def walk(group: click.Group, prefix: list[str]) -> list[list[str]]:
+        found: list[list[str]] = []
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            found.append([*prefix, name])
+            if isinstance(cmd, click.Group):
+                found += walk(cmd, [*prefix, name])
+        return found
+
+    return walk(main, [])
+
+
+def test_every_commands_help_fits_80_columns() -> None:
+    """In process (39 commands, one process each would be slow); a new command is covered by itself."""
+    from click.testing import CliRunner
+
+    from memagent.agent.cli.main import main
+
+    commands = _every_command()
+    assert ["run"] in commands and ["approval", "add"] in commands  # the walk reaches subcommands
+    runner = CliRunner()
+    for command in commands:
+        result = runner.invoke(main, [*command, "--help"], terminal_width=80, env={"COLUMNS": "80"})
+        assert result.exit_code == 0, (command, result.output)
+        widest = max(result.output.splitlines(), key=len)
+        assert len(widest) <= 80, (command, widest)
+
+
 # -- 3: commands that need a model ------------------------------------------------------------
 
 

@@ -27,9 +27,10 @@ def approval_group() -> None:
       memagent approval add notes 'edit_file(/AGENTS.md)' queue
       memagent approval add notes 'delete_file(**)' deny
       memagent approval add notes mcp__time__now allow
-    Tools: write_file, edit_file, delete_file (* and ? within a folder, ** across),
-    mcp__SERVER__TOOL (* matches any characters). No rule: chat asks, memagent run
-    queues, mcp serve does what --approval says. The model cannot change them.
+    Tools: write_file, edit_file, delete_file (* and ? within a folder, **
+    across), mcp__SERVER__TOOL (* matches any characters). No rule: chat asks,
+    memagent run queues, mcp serve does what --approval says. The model cannot
+    change them.
     """
 
 

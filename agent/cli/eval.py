@@ -165,8 +165,8 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
     """Does memory work? Run memory scenarios (or a benchmark) on a model in throwaway agents.
 
     \b
-    memagent eval                               the built-in suite (memagent eval builtin)
-    memagent eval my-scenario.yaml scenarios/   your own scenario files
+    memagent eval                          the built-in suite (or: eval builtin)
+    memagent eval my.yaml scenarios/       your own scenario files
     memagent eval --model ollama/qwen3:8b -k remember --out results.jsonl
     memagent eval --longmemeval longmemeval_s.json --limit 20
     memagent eval --locomo locomo10.json --retrieval-only
