@@ -300,6 +300,21 @@ def test_title_of_a_builtin_prompt_is_its_label(sqlite_store: SqlStore) -> None:
     assert info.title == "/remember the tea order"
 
 
+def test_title_of_a_message_with_an_attached_file_is_what_was_typed(sqlite_store: SqlStore) -> None:
+    sqlite_store.write("a", "/AGENTS.md", "# Rules\nBe brief.\n")
+    model = ScriptedModel()
+    model.enqueue_text("It says to be brief.")
+    stdin = io.StringIO("what does @/AGENTS.md say\n")
+    out, err = io.StringIO(), io.StringIO()
+    session = build_session(AgentView(sqlite_store, "a", user="tester"), model, PlainUI(stdin, out, err),
+                            threads=ThreadStore(sqlite_store.engine))
+    session.run()
+    sent = model.requests[-1]["messages"][0]["content"]
+    assert "<memory" in str(sent)  # the file went to the model...
+    info = ThreadStore(sqlite_store.engine).list("a")[0]
+    assert info.title == "what does @/AGENTS.md say"  # ...but not into the title
+
+
 def test_long_request_title_is_short(sqlite_store: SqlStore) -> None:
     agent, model, _ = make_agent(sqlite_store)
     model.enqueue_text("Sure.")

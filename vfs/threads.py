@@ -509,8 +509,18 @@ _FILLER = re.compile(r"^(?:(?:(?:hi|hello|hey)(?: there)?|ok|okay|so|please|than
                      re.IGNORECASE)
 
 
+# Where a chat message's attached memory files start (agent/chat/attach.py appends
+# them after the typed text as blocks of this form).
+_ATTACHED = "\n\n<memory "
+
+
 def make_title(text: str) -> str:
-    """A short title for a request: its first sentence, fillers dropped, cut at a word."""
+    """A short title for a request: its first sentence, fillers dropped, cut at a word.
+
+    Only what the person typed counts: a built-in prompt's instructions and the
+    files ``@path`` attached (``<memory ...>`` blocks after the text) are cut first.
+    """
+    text = episodes.typed_part(text).split(_ATTACHED, 1)[0]
     text = " ".join(text.split())
     if not text:
         return ""
