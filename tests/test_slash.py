@@ -478,3 +478,16 @@ def test_a_subagents_edit_shows_in_history_and_undo_takes_it_back(sqlite_store: 
         ("user", "human"), ("subagent", "human")]
     assert run.session.log.undoable == []
     assert [c.path for c in run.session.log.made] == ["/knowledge/bob.md", "/knowledge/bob.md"]
+
+
+def test_context_of_a_new_thread_says_it_has_no_messages(sqlite_store: SqlStore) -> None:
+    run = chat(sqlite_store, ScriptedModel(), ["/context"])
+    assert "The thread has no messages yet" in run.out
+    assert "all 0 messages" not in run.out
+
+
+def test_context_counts_the_threads_messages(sqlite_store: SqlStore) -> None:
+    model = ScriptedModel()
+    model.enqueue_text("hello")
+    run = chat(sqlite_store, model, ["hi", "/context"])
+    assert "The thread keeps all 2 messages" in run.out  # the question and the answer

@@ -458,8 +458,10 @@ def render_context(*, budget: int, memory: int, summary: int, recent: int, recen
              + (" (fallback summary: the summarising request failed)" if method == "fallback" else ""),
              f"  ▒ recent   {recent:>9,}  {recent_messages} messages verbatim",
              f"  ░ free     {free:>9,}",
-             f"The thread keeps all {total_messages} messages; the oldest fold into the summary when a "
-             "request would pass the budget."]
+             (f"The thread keeps all {total_messages} message{'' if total_messages == 1 else 's'}; the oldest "
+              "fold into the summary when a request would pass the budget." if total_messages else
+              "The thread has no messages yet; the oldest fold into the summary once a request would pass "
+              "the budget.")]
     lines += [f"warning: {w}" for w in warnings]
     lines.append("")
     lines.append("Running summary:" if summary_text else "Running summary: (none yet: nothing has been folded)")
