@@ -286,7 +286,7 @@ def test_eof_during_approval_rejects_and_ends(api: FakeMessagesAPI, store: SqlSt
     p = chat(api, "bot", stdin="use bullet points\n")
 
     assert p.returncode == 0, err(p)
-    assert "the change is rejected and the session ends" in out(p)
+    assert "the change is not applied and the session ends" in out(p)
     assert len(api.requests) == 1  # no model call after the person has gone
     assert content(store, "/AGENTS.md") == ""
     # The thread stays valid: the tool call got its (error) result.

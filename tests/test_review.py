@@ -74,6 +74,16 @@ def test_memagent_review_and_chat_review_show_one_panel_and_one_wording(home: Sq
     assert home.read(S, "/AGENTS.md").content == "# Rules\n- Be concise.\n- Use numbers.\n"
 
 
+def test_end_of_input_in_review_leaves_the_proposal_pending_and_says_so(home: SqlStore) -> None:
+    queue_edit(home, "memagent run", "- Be concise.\n", "- Be concise.\n- Use bullets.\n")
+    p = run("review", "a", stdin="")
+    text = out(p)
+    assert "rejected and" not in text  # nothing was rejected: the proposal waits
+    assert "the change is not applied" in text and "1 proposal(s) left pending" in text
+    assert len(ProposalStore(home.engine).pending("a")) == 1
+    assert home.read(S, "/AGENTS.md").content == AGENTS
+
+
 def test_a_queued_edit_whose_lines_changed_is_a_conflict_never_applied(home: SqlStore) -> None:
     pid = queue_edit(home, "memagent run", "- Be concise.\n", "- Be brief.\n")
     AgentView(home, "a").write("/AGENTS.md", "# Rules\n- Be very concise.\n")  # a person changed that line

@@ -98,7 +98,7 @@ class PlainUI(UI):
             answer = self._readline(APPROVAL_QUESTION + " ")
             if answer is None:
                 self.closed = True
-                self._line("(end of input: the change is rejected and the session ends)")
+                self._line("(end of input: the change is not applied and the session ends)")
                 raise InputClosed
             decision = Decision.parse(answer)
             if decision is not None:
