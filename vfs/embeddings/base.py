@@ -63,4 +63,4 @@ def first_line(exc: BaseException) -> str:
 def check_mode(mode: str) -> SearchMode:
     if mode not in SEARCH_MODES:
         raise EmbedderError(f"search mode {mode!r} is unknown; use one of {', '.join(SEARCH_MODES)}")
-    return mode  # type: ignore[return-value]
+    return mode
