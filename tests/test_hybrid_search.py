@@ -241,6 +241,17 @@ def test_wordllama_loads_with_no_network() -> None:
     assert p.stdout.split() == ["256", "1.0"]
 
 
+def test_loading_wordllama_leaves_the_processes_logging_alone() -> None:
+    # wordllama's import calls logging.basicConfig(level=INFO): every library's INFO
+    # lines (httpx's requests among them) would then reach the user's stderr.
+    probe = ("import logging; root = logging.getLogger(); before = (root.level, len(root.handlers)); "
+             "from memagent.vfs.embeddings import registry; registry.build('wordllama').embed(['x']); "
+             "print(before == (root.level, len(root.handlers)))")
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "True" and p.stderr == ""
+
+
 # -- the commands ----------------------------------------------------------------------------
 
 
@@ -250,6 +261,7 @@ def test_fs_search_modes_and_db_reindex_through_the_command() -> None:
     run("fs", "write", "/home/garden.md", "-a", "demo", stdin="Water the tomatoes every morning.\n")
     p = run("fs", "search", "which espresso drink should I order", "-a", "demo")  # hybrid, the default
     assert p.returncode == 0, err(p)
+    assert err(p) == ""  # loading the embedder logs nothing at the user
     assert out(p).splitlines()[0].startswith("1. /preferences/coffee.md")
     p = run("fs", "search", "which espresso drink should I order", "--mode", "lexical", "-a", "demo")
     assert p.returncode == 1 and out(p) == ""

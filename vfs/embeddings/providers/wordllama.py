@@ -9,6 +9,7 @@ on the first ``embed``.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -36,8 +37,7 @@ class WordLlamaEmbedder:
         with self._lock:
             if self._wl is None:
                 try:
-                    import wordllama
-                    from wordllama import WordLlama
+                    wordllama, WordLlama = _import_quietly()
                 except ImportError:
                     raise EmbedderError("the wordllama embedder needs the wordllama package: "
                                         "pip install wordllama (or reinstall memagent)") from None
@@ -52,6 +52,26 @@ class WordLlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         wl = self._load()
         return normalised(wl.embed([t[:MAX_CHARS] for t in texts], norm=False))
+
+
+def _import_quietly() -> tuple[Any, Any]:
+    """Import wordllama without the process-wide logging it configures.
+
+    Importing it calls ``logging.basicConfig(level=INFO)``: a handler on the root
+    logger and INFO for everyone, so every library's INFO lines (httpx's requests,
+    ours) would reach the user's stderr. The root logger is put back as it was.
+    """
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        import wordllama
+        from wordllama import WordLlama
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    return wordllama, WordLlama
 
 
 def build(name: str, model: str, env: Mapping[str, str]) -> WordLlamaEmbedder:
