@@ -26,6 +26,7 @@ from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from tests.cli_helpers import MEMAGENT
+from tests.process_helpers import procs, server_tag, wait_gone
 from tests.pty_helpers import Screen
 
 pexpect = pytest.importorskip("pexpect")
@@ -53,31 +54,8 @@ def terminal_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def tag(tmp_path: Path) -> Iterator[str]:
-    """Marks every server this test starts; none may outlive the session."""
-    value = f"bg{os.getpid()}-{tmp_path.name}"
-    yield value
-    left = wait_gone(value)
-    for p in left:
-        p.kill()
-    assert not left, f"server processes left behind: {[p.pid for p in left]}"
-
-
-def procs(tag: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and any(tag in c for c in p.info["cmdline"] or []):
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
-
-
-def wait_gone(tag: str, timeout: float = 30) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while (left := procs(tag)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
+    """A marker on the command line of every server this test starts; none may survive it."""
+    yield from server_tag("bg", tmp_path)
 
 
 def wait_hanging(log: Path, timeout: float = 60) -> dict[str, Any]:

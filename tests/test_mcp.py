@@ -35,6 +35,7 @@ from memagent.vfs import SqlStore, open_store
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
+from tests.process_helpers import server_tag
 
 DEMO = str(Path(__file__).parent / "mcp_servers" / "demo_server.py")
 PY = sys.executable
@@ -63,30 +64,7 @@ def mcp_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 @pytest.fixture
 def tag(tmp_path: Path) -> Iterator[str]:
     """A marker on the command line of every server this test starts; none may survive it."""
-    value = f"t{os.getpid()}-{tmp_path.name}"
-    yield value
-    survivors = wait_gone(value)
-    for p in survivors:
-        p.kill()
-    assert not survivors, f"server processes left behind: {[p.pid for p in survivors]}"
-
-
-def procs(tag: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and any(tag in c for c in p.info["cmdline"] or []):
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
-
-
-def wait_gone(tag: str, timeout: float = 10) -> list[psutil.Process]:
-    deadline = time.monotonic() + timeout
-    while (left := procs(tag)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
+    yield from server_tag("t", tmp_path)
 
 
 def calls(log: Path) -> list[dict[str, Any]]:
