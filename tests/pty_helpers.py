@@ -11,12 +11,30 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pexpect
+import pytest
 
 # The terminal's own sequences (rich, prompt_toolkit): CSI, OSC, charset selection, CR, BS.
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()=>][0-9A-Za-z]?|[\r\x08]")
+
+
+# What a developer's shell may set that would change what memagent draws or which
+# model server it reaches.
+TERMINAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
+                      "ANTHROPIC_CONFIG_DIR", "NO_COLOR", "MEMAGENT_STREAM", "MEMAGENT_MCP_CALL_TIMEOUT",
+                      "EDITOR", "VISUAL")
+
+
+def terminal_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The environment of a pty test: a 256-colour terminal, a throwaway home, none of the above."""
+    for var in TERMINAL_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")  # pexpect does not answer cursor-position queries
 
 
 class Screen:

@@ -28,6 +28,7 @@ from memagent.vfs import SqlStore, open_store
 from tests.cli_helpers import MEMAGENT
 from tests.process_helpers import procs, server_tag, wait_gone
 from tests.pty_helpers import Screen
+from tests.pty_helpers import terminal_env as pty_terminal_env
 
 pexpect = pytest.importorskip("pexpect")
 if sys.platform == "win32":  # pragma: no cover
@@ -40,12 +41,7 @@ DEMO = str(SERVERS / "demo_server.py")
 
 @pytest.fixture(autouse=True)
 def terminal_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
-                "ANTHROPIC_CONFIG_DIR", "NO_COLOR", "MEMAGENT_STREAM", "MEMAGENT_MCP_CALL_TIMEOUT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("TERM", "xterm-256color")
-    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
+    pty_terminal_env(monkeypatch, tmp_path)
     # Far past the test's length: the hanging server is still starting at every check.
     monkeypatch.setenv("MEMAGENT_MCP_TIMEOUT", "3600")
     monkeypatch.setenv("HANG_LOG", str(tmp_path / "hang.jsonl"))

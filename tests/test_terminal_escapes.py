@@ -32,6 +32,7 @@ from memagent.vfs.terminal_text import shown
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
 from tests.pty_helpers import Screen
+from tests.pty_helpers import terminal_env as pty_terminal_env
 
 pexpect = pytest.importorskip("pexpect")
 if sys.platform == "win32":  # pragma: no cover
@@ -153,12 +154,7 @@ def test_fs_outputs_escape_and_cat_into_a_pipe_is_exact(legacy: SqlStore) -> Non
 
 @pytest.fixture
 def terminal_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
-                "ANTHROPIC_CONFIG_DIR", "NO_COLOR", "MEMAGENT_STREAM", "EDITOR", "VISUAL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("TERM", "xterm-256color")
-    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")  # pexpect does not answer cursor queries
+    pty_terminal_env(monkeypatch, tmp_path)
 
 
 def spawn(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Screen:

@@ -29,6 +29,7 @@ from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT
 from tests.pty_helpers import Screen
+from tests.pty_helpers import terminal_env as pty_terminal_env
 
 pexpect = pytest.importorskip("pexpect")
 if sys.platform == "win32":  # pragma: no cover
@@ -44,12 +45,7 @@ You check claims and answer in two lines.
 
 @pytest.fixture(autouse=True)
 def terminal_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
-                "ANTHROPIC_CONFIG_DIR", "NO_COLOR", "MEMAGENT_STREAM", "EDITOR", "VISUAL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
-    monkeypatch.setenv("TERM", "xterm-256color")
-    monkeypatch.setenv("PROMPT_TOOLKIT_NO_CPR", "1")
+    pty_terminal_env(monkeypatch, tmp_path)
 
 
 @pytest.fixture
