@@ -164,6 +164,22 @@ sessions:
     assert [c.where for c in result.checks] == ["session 1 turn 1", "session 1 turn 2", "session 1 turn 2"]
 
 
+def test_text_before_a_tool_call_and_after_it_are_separate_lines_of_the_answer() -> None:
+    text = """name: two-blocks
+description: the answer's last block starts a line, as it does in chat
+files: {"/AGENTS.md": "x\\n"}
+sessions:
+  - turns:
+      - user: "list them"
+        expect: {answer_matches: '(?m)^- a$', answer_not_matches: 'check- a'}
+"""
+    model = ScriptedModel()
+    model.enqueue_tool_use("read_file", {"file_path": "/AGENTS.md"}, text="Let me check")
+    model.enqueue_text("- a\n- b")
+    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files)
+    assert [c.passed for c in result.checks] == [True, True], [c.detail for c in result.checks]
+
+
 def test_memory_valid_fails_on_a_file_that_fails_its_validator(tmp_path: Path) -> None:
     # Files are validated at every write, so an invalid one can only be older than a rule:
     # stored here through a store without validation.
@@ -259,6 +275,35 @@ def test_the_cli_exits_2_on_a_malformed_scenario(tmp_path: Path, chat_env: None)
         proc = run("eval", *args, env={"ANTHROPIC_API_KEY": "k"})
         assert proc.returncode == 2, args
         assert err(proc).startswith("memagent: ") and "Traceback" not in err(proc)
+
+
+def test_two_scenarios_with_one_name_exit_2_and_the_same_file_twice_runs_once(tmp_path: Path,
+                                                                               chat_env: None) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(BASE.format(check="file_exists: /AGENTS.md").replace("name: kinds", "name: small-prompt"),
+                    "utf-8")
+    proc = run("eval", "--list", "builtin", str(mine))
+    assert proc.returncode == 2
+    assert err(proc).strip() == (f"memagent: {mine}: scenario name 'small-prompt' is also the name of "
+                                 "suite/small-prompt.yaml; give each scenario its own name")
+    proc = run("eval", "--list", "small-prompt", "builtin")
+    assert proc.returncode == 0, err(proc)
+    assert [line.split()[0] for line in out(proc).splitlines()].count("small-prompt") == 1
+
+
+def test_an_out_file_that_cannot_be_written_exits_2_and_an_earlier_one_is_kept(tmp_path: Path,
+                                                                                chat_env: None) -> None:
+    proc = run("eval", "-k", "small-prompt", "--model", "claude-sonnet-5-5", "--out",
+               str(tmp_path / "no" / "such" / "r.jsonl"), env={"ANTHROPIC_API_KEY": "k"})
+    assert proc.returncode == 2 and "Traceback" not in err(proc)
+    assert err(proc).startswith("memagent: --out ") and "no folder" in err(proc)
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text('{"type": "summary", "scenario": "a", "passed": 1, "total": 1}\n', "utf-8")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD[0][0], "utf-8")
+    proc = run("eval", str(bad), "--model", "claude-sonnet-5-5", "--out", str(kept), env={"ANTHROPIC_API_KEY": "k"})
+    assert proc.returncode == 2
+    assert kept.read_text("utf-8").startswith('{"type": "summary", "scenario": "a"')
 
 
 def test_list_names_the_scenarios_without_a_model(chat_env: None) -> None:

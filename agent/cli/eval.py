@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -93,14 +94,17 @@ def _load(targets: tuple[str, ...], pattern: str | None) -> list[Scenario]:
 
     suite = resources.files("memagent.agent.evals").joinpath("suite")
     loaded: list[Scenario] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}  # name -> the file it came from
     try:
         for item in _scenario_files(targets):
             scenario = load(item) if isinstance(item, Path) else \
                 parse(suite.joinpath(f"{item}.yaml").read_text("utf-8"), f"suite/{item}.yaml")
             if scenario.name in seen:
-                continue
-            seen.add(scenario.name)
+                if Path(seen[scenario.name]).resolve() == Path(scenario.source).resolve():
+                    continue  # the same file twice (a built-in named and `builtin`): run it once
+                _usage(f"{scenario.source}: scenario name {scenario.name!r} is also the name of "
+                       f"{seen[scenario.name]}; give each scenario its own name")
+            seen[scenario.name] = scenario.source
             loaded.append(scenario)
     except ScenarioError as err:
         _usage(str(err))
@@ -192,10 +196,14 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
     from memagent.agent.evals import results
     from memagent.agent.evals.harness import SetupError
 
+    if out:
+        _check_writable(Path(out))
     finished: list[ScenarioResult] = []
     runner: Iterator[ScenarioResult]
     with ExitStack() as stack:
-        sink: IO[str] | None = stack.enter_context(open(out, "w", encoding="utf-8")) if out else None
+        # Opened at the first result: a run that stops at a malformed scenario or a model
+        # that is not set up leaves an earlier results file as it was.
+        sink: IO[str] | None = None
         try:
             if bench is not None:
                 runner = _benchmark(bench[0], bench[1], model_name, base_url, judge, use_reflect, retrieval_only,
@@ -204,6 +212,8 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
                 runner = _scenarios(targets, pattern, model_name, base_url, runs, scratch_db)
             for result in runner:
                 finished.append(result)
+                if out and sink is None:
+                    sink = stack.enter_context(_open_out(Path(out)))
                 if sink is not None:
                     results.write(sink, result)
         except SetupError as err:
@@ -212,6 +222,11 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
             click.echo("interrupted; the table shows the scenarios that finished", err=True)
     for line in results.table(finished):
         click.echo(shown(line))
+    if bench is not None and finished:
+        # The benchmark's own numbers: each metric over all questions (the table counts checks).
+        click.echo("")
+        for line in results.metrics(finished):
+            click.echo(shown(line))
     problems = results.failures(finished)
     if problems:
         click.echo(f"\n{len(problems)} failed:")
@@ -220,10 +235,26 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
         if len(problems) > 50:
             where = f" (all in {out})" if out else " (--out FILE keeps them all)"
             click.echo(f"  … {len(problems) - 50} more{where}")
-    if out:
-        click.echo(f"results: {out}")
+    if out and finished:
+        click.echo(f"results: {shown(out)}")
     if problems or any(r.error for r in finished):
         sys.exit(EXIT_FAILED)
+
+
+def _check_writable(path: Path) -> None:
+    """Exit 2 now, before any model time is spent, when ``--out`` could not be written."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        _usage(f"--out {path}: no folder {folder}; create it or give another path")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        _usage(f"--out {path}: not writable; give a path you can write")
+
+
+def _open_out(path: Path) -> IO[str]:
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as err:
+        _usage(f"--out {path}: cannot write it: {err.strerror or err}")
 
 
 def _scenarios(targets: tuple[str, ...], pattern: str | None, model_name: str | None, base_url: str | None,

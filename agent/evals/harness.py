@@ -70,6 +70,7 @@ class CheckResult:
     line: int
     answer: str = ""
     memory_diff: str = ""
+    score: float | None = None  # a benchmark metric's value (recall@k, token F1), beside its pass/fail
 
 
 @dataclass
@@ -160,7 +161,10 @@ class EvalUI(UI):
         self.text.append(chunk)
 
     def on_model_start(self) -> None:
-        return None
+        # Text before a tool call and the text after it are separate blocks in chat; joined
+        # bare, "Let me check" + "- a" would hide the line start an answer check looks for.
+        if self.text and not self.text[-1].endswith("\n"):
+            self.text.append("\n")
 
     def on_model_end(self) -> None:
         return None
