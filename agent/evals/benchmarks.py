@@ -193,7 +193,7 @@ def retrieval(kind: Benchmark, histories: list[History], *, k: int, db_url: str 
                 result.checks.append(CheckResult(result.scenario, f"recall@{k}", f"recall@{k}", "retrieval",
                                                  score >= 1.0, f"recall@{k} {score:.2f}: evidence "
                                                  f"{', '.join(q.evidence) or 'none'}; ranked {', '.join(ranked[:k])}",
-                                                 0))
+                                                 0, score=score))
                 result.seconds = time.perf_counter() - started
                 started = time.perf_counter()
                 yield result
@@ -243,7 +243,8 @@ def answer_questions(kind: Benchmark, histories: list[History], model: Model, *,
                     scores.append(("judge", verdict, detail))
                 for name, passed, detail in scores:
                     result.checks.append(CheckResult(result.scenario, name, name, q.kind or "question", passed,
-                                                     detail, 0, answer=answer if not passed else ""))
+                                                     detail, 0, answer=answer if not passed else "",
+                                                     score=f1 if name == "token_f1" else None))
                 result.tokens = counting.tokens - tokens
                 result.requests = len(counting.prompts) - prompts
                 result.cost_usd = None if counting.cost is None or cost is None else counting.cost - cost

@@ -39,6 +39,8 @@ def lines(result: ScenarioResult) -> Iterator[dict[str, Any]]:
         obj: dict[str, Any] = {"type": "check", "scenario": c.scenario, "run": result.run, "check": c.check,
                                "label": c.label, "where": c.where, "line": c.line, "passed": c.passed,
                                "detail": c.detail}
+        if c.score is not None:
+            obj["score"] = round(c.score, 4)
         if not c.passed:
             obj["answer"] = c.answer
             obj["memory_diff"] = c.memory_diff
@@ -73,6 +75,23 @@ def table(results: Iterable[ScenarioResult]) -> list[str]:
     cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
     out.append(f"{'total':<{width}}  {f'{passed}/{total}':>7}  {sum(r.tokens for r in rows):>9,}  "
                f"{_cost(cost):>9}  {sum(r.seconds for r in rows):>6.1f}s")
+    return out
+
+
+def metrics(results: Iterable[ScenarioResult]) -> list[str]:
+    """A benchmark's score per metric over its questions: passed of all, and the mean value
+    where the metric has one (``recall@5: 3/4 passed, mean 0.88``). Order as first seen."""
+    passed: dict[str, list[bool]] = {}
+    values: dict[str, list[float]] = {}
+    for r in results:
+        for c in r.checks:
+            passed.setdefault(c.check, []).append(c.passed)
+            if c.score is not None:
+                values.setdefault(c.check, []).append(c.score)
+    out: list[str] = []
+    for name, seen in passed.items():
+        mean = f", mean {sum(values[name]) / len(values[name]):.2f}" if values.get(name) else ""
+        out.append(f"{name}: {sum(seen)}/{len(seen)} passed{mean}")
     return out
 
 
