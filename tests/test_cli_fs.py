@@ -115,3 +115,16 @@ def test_db_upgrade() -> None:
     p = run("db", "upgrade")
     assert p.returncode == 0 and out(p) == f"database upgraded from empty to {HEAD}\n"
     assert out(run("db", "upgrade")) == f"database already at revision {HEAD}\n"
+
+
+def test_glob_with_an_absolute_pattern_naming_a_mount_matches_inside_it() -> None:
+    # `fs glob '/user/*.md'` read as a path from / (as '/knowledge/*.md' is) found nothing,
+    # while `fs glob '*.md' /user` did; the same for /conversations/ and /org/.
+    run("init", "demo")
+    env = {"MEMAGENT_USER": "ann"}
+    run("fs", "write", "/user/prefs.md", "-a", "demo", stdin="Likes tea.\n", env=env)
+    run("fs", "write", "/knowledge/tea.md", "-a", "demo", stdin="Green tea.\n", env=env)
+    assert out(run("fs", "glob", "/user/*.md", "-a", "demo", env=env)) == "/user/prefs.md\n"
+    assert out(run("fs", "glob", "/knowledge/*.md", "-a", "demo", env=env)) == "/knowledge/tea.md\n"
+    assert out(run("fs", "glob", "/**/*.md", "-a", "demo", env=env)) == (
+        "/AGENTS.md\n/knowledge/tea.md\n/user/prefs.md\n")

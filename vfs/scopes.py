@@ -160,6 +160,11 @@ class AgentView:
         return [t]
 
     def glob(self, pattern: str, path: str = "/") -> list[str]:
+        # An absolute pattern is rooted at the view's /, so one that names a mount
+        # literally (/conversations/*.md, /user/**) is matched inside that mount.
+        head, _, rest = pattern.removeprefix("/").partition("/")
+        if pattern.startswith("/") and head in MOUNTS and rest:
+            path, pattern = "/" + head, rest
         out: list[str] = []
         for t in self._search_targets(path):
             out += [t.outer(p) for p in self.store.glob(t.scope, pattern, t.path)]
