@@ -162,6 +162,22 @@ def test_usage_mistakes_exit_2_without_reading_the_terminal(api: FakeMessagesAPI
     assert "Traceback" not in err(p) and api.requests == []
 
 
+@pytest.mark.parametrize(("args", "extra", "said"), [
+    (("run", "notes", "  "), {}, "task is empty"),
+    (("run", "nosuch", "hello"), {}, "no agent named 'nosuch'"),
+    (("run", "notes", "hello", "--thread", "bogus"), {}, "no thread of agent 'notes'"),
+    (("run", "notes", "hello", "--model", "nosuch/model"), {}, "unknown model provider"),
+    (("run", "notes", "hello"), {"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": ""}, "no API key"),
+])
+def test_what_the_command_names_wrong_exits_2_not_1(api: FakeMessagesAPI, home: SqlStore, args: tuple[str, ...],
+                                                   extra: dict[str, str], said: str) -> None:
+    """1 means "failed, try again later" to a cron script; a wrong agent, thread or model,
+    or an empty task, is the command's mistake (2), and nothing reaches the model."""
+    p = memagent(*args, env={**env_for(api), **extra})
+    assert p.returncode == 2, (out(p), err(p))
+    assert said in err(p) and "Traceback" not in err(p) and api.requests == []
+
+
 def test_model_failure_exits_1(api: FakeMessagesAPI, home: SqlStore) -> None:
     api.enqueue_error(400, "invalid_request_error", "bad request")
     p = memagent("run", "notes", "hello", "--json", env=env_for(api))

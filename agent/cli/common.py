@@ -134,10 +134,10 @@ def cli_words(message: str) -> str:
     return message
 
 
-def fail(message: str) -> NoReturn:
+def fail(message: str, *, status: int = 1) -> NoReturn:
     # Error text can quote what the model or a file sent: escaped for the terminal.
     click.echo(f"memagent: {shown(message)}", err=True)
-    sys.exit(1)
+    sys.exit(status)
 
 
 def handled(fn: F) -> F:

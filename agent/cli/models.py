@@ -46,15 +46,16 @@ def options(base_url: str | None = None) -> ModelOptions:
     return ModelOptions(base_url=(base_url or "").strip() or None, stream=stream_enabled())
 
 
-def check_ready(name: str, opts: ModelOptions, command: str) -> None:
-    """Exit with one line when ``name`` has a bad id, an unknown provider or one not set up."""
+def check_ready(name: str, opts: ModelOptions, command: str, *, exit_status: int = 1) -> None:
+    """Exit (``exit_status``) with one line when ``name`` has a bad id, an unknown provider
+    or one not set up."""
     try:
         provider = registry.get(registry.parse(name)[0])
         status = provider.status(opts)
     except ModelError as err:
-        fail(str(err))
+        fail(str(err), status=exit_status)
     if not status.configured:
-        fail(f"{status.detail} and run `memagent {command}` again")
+        fail(f"{status.detail} and run `memagent {command}` again", status=exit_status)
     # An optional provider capability: checks that need no SDK (Ollama: the server has the
     # model and the model takes tools), so a model that cannot work is refused at start.
     check = getattr(provider, "check", None)
@@ -62,15 +63,15 @@ def check_ready(name: str, opts: ModelOptions, command: str) -> None:
         try:
             check(registry.parse(name)[1], opts)
         except ModelError as err:
-            fail(str(err))
+            fail(str(err), status=exit_status)
 
 
-def make(name: str, opts: ModelOptions) -> Model:
+def make(name: str, opts: ModelOptions, *, exit_status: int = 1) -> Model:
     """The model, built now (``fail`` with the provider's one line when it cannot be)."""
     try:
         return registry.build(name, opts)
     except ModelError as err:
-        fail(str(err))
+        fail(str(err), status=exit_status)
 
 
 def factory(main: str, opts: ModelOptions) -> Callable[[str], Model]:

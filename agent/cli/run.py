@@ -13,7 +13,9 @@ Invariants:
   to stderr.
 - Exit status: 0 when the turn ended (edits applied, queued or refused by a rule
   all count: the model was told), 1 when the model or a tool failed (the request
-  failed, the turn stopped early), 2 on a usage mistake (click's).
+  failed, the turn stopped early), 2 on a usage mistake: click's, an empty task, an
+  agent or ``--thread`` that does not exist, a model that is unknown or not set up
+  (a script must be able to tell "fix the command" from "try again later").
 - Each run is a new thread unless ``--thread ID`` or ``--resume`` (the newest
   thread) continues one; the thread id is in the JSON and on stderr.
 """
@@ -23,17 +25,19 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import click
 
-from memagent.agent.cli.common import Ctx, handled
+from memagent.agent.cli.common import Ctx, cli_words, handled
 from memagent.agent.cli.reflect import BASE_URL_HELP, MODEL_HELP
+from memagent.vfs.errors import DatabaseUnavailable, VfsError
 from memagent.vfs.terminal_text import shown
 
 Unattended = Literal["queue", "deny"]
 # Turn endings that are a finished answer; anything else (step_limit, interrupted) is a failure.
 FINISHED = frozenset({"end_turn", "max_tokens", "stop_sequence"})
+EXIT_USAGE = 2
 
 
 def _split(args: tuple[str, ...], existing: list[str]) -> tuple[str | None, str | None]:
@@ -50,6 +54,17 @@ def _split(args: tuple[str, ...], existing: list[str]) -> tuple[str | None, str 
             return args[0], None
         return None, args[0]
     return None, None
+
+
+def _check_task(task: str) -> str:
+    if not task.strip():
+        raise click.UsageError("the task is empty; give the task as an argument or pipe it in")
+    return task
+
+
+def _usage(message: str) -> NoReturn:
+    click.echo(f"memagent: {shown(message)}", err=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _read_task() -> str:
@@ -92,9 +107,13 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
     if thread_id and resume:
         raise click.UsageError("--thread and --resume cannot be used together; pick one")
     agent, task = _split(args, ctx.existing_store.list_agents() if len(args) == 1 else [])
-    if task is None:
-        task = _read_task()
-    view = ctx.view(agent)
+    task = _read_task() if task is None else _check_task(task)
+    try:
+        view = ctx.view(agent)
+    except DatabaseUnavailable:
+        raise
+    except VfsError as exc:  # no such agent (or no database yet): the command names the wrong thing
+        _usage(cli_words(str(exc)))
 
     from memagent.agent.builder import build_agent
     from memagent.agent.cli import models
@@ -111,12 +130,17 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
     threads = ThreadStore(ctx.store.engine)
     tid: str | None = None
     if thread_id:
-        tid = threads.get(view.agent, thread_id).id
+        try:
+            tid = threads.get(view.agent, thread_id).id
+        except DatabaseUnavailable:
+            raise
+        except VfsError as exc:
+            _usage(str(exc))
     elif resume:
         tid = threads.latest(view.agent)
     name, opts = models.model_id(model_name), models.options(base_url)
-    models.check_ready(name, opts, "run")
-    model = models.make(name, opts)
+    models.check_ready(name, opts, "run", exit_status=EXIT_USAGE)
+    model = models.make(name, opts, exit_status=EXIT_USAGE)
     if yolo:
         click.echo("memagent: --yolo: approval rules and review are off; every memory edit is applied", err=True)
 
