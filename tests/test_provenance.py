@@ -254,3 +254,18 @@ def test_hash_note_in_chat_and_remember_command(api: FakeMessagesAPI, home: SqlS
     assert p.returncode == 0 and "(memory unchanged)" in out(p)
     p = run("remember", "bot", "x")
     assert p.returncode == 1 and "API key" in err(p)
+
+
+def test_remember_with_the_note_alone_uses_the_default_agent(api: FakeMessagesAPI, home: SqlStore) -> None:
+    # `memagent use bot` says commands without -a use it; `remember NOTE` was a usage error.
+    home.create_agent("bot", {"/AGENTS.md": AGENTS})
+    home.create_agent("other", {"/AGENTS.md": AGENTS})
+    assert run("use", "bot").returncode == 0
+    api.enqueue_tool_use("write_file", {"file_path": "/knowledge/tea.md", "content": "Ann drinks tea.\n"})
+    api.enqueue_text("Filed.")
+    p = run("remember", "Ann drinks tea", stdin="y\n", env=env(api))
+    assert p.returncode == 0, err(p)
+    assert "Ann drinks tea" in api.requests[0]["messages"][0]["content"][0]["text"]
+    assert run("fs", "cat", "/knowledge/tea.md", "-a", "bot").stdout == b"Ann drinks tea.\n"
+    p = run("remember")
+    assert p.returncode == 2 and "give the NOTE to remember" in err(p) and "Traceback" not in err(p)

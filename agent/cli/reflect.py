@@ -154,16 +154,18 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
 
 
 @click.command("remember")
-@click.argument("agent")
-@click.argument("note")
+@click.argument("agent", required=False)
+@click.argument("note", required=False, metavar="NOTE")
 @click.option("--yolo", is_flag=True, help="Apply the agent's memory edits without asking.")
 @click.option("--model", "model_name", default=None, metavar="M", help=MODEL_HELP)
 @click.option("--base-url", "base_url", default=None, metavar="URL", help=BASE_URL_HELP)
 @click.pass_obj
 @handled
-def remember_cmd(ctx: Ctx, agent: str, note: str, yolo: bool, model_name: str | None,
+def remember_cmd(ctx: Ctx, agent: str | None, note: str | None, yolo: bool, model_name: str | None,
                  base_url: str | None) -> None:
     """Route NOTE through AGENT to the right memory file (AGENTS.md, a skill, or knowledge).
+
+    With NOTE alone, the agent is the default one (-a, $MEMAGENT_AGENT, `memagent use`).
 
     The agent's edits show a diff and ask, as in chat (y, n, n: feedback, a);
     without a terminal the answers are read from standard input.
@@ -176,6 +178,10 @@ def remember_cmd(ctx: Ctx, agent: str, note: str, yolo: bool, model_name: str | 
     from memagent.agent.reflection import note_prompt
     from memagent.vfs.threads import ThreadStore
 
+    if note is None:  # one argument is the note, for the default agent (as other commands take)
+        agent, note = None, agent
+    if note is None:
+        raise click.UsageError('give the NOTE to remember, e.g. memagent remember "Answer in French"')
     if not note.strip():
         raise click.BadParameter("the note is empty; give the text to remember", param_hint="NOTE")
     view = ctx.view(agent)
