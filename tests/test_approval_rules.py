@@ -60,6 +60,16 @@ def test_a_rule_is_for_its_own_tool_only() -> None:
     assert not mcp.matches("write_file", "/mcp__time__x")
 
 
+def test_an_mcp_server_alone_is_every_tool_of_that_server() -> None:
+    """Claude Code's shape: ``mcp__time`` covers every tool of the server ``time``, not a tool
+    literally named ``mcp__time`` (which no server offers: such a rule would never match)."""
+    server = parse_rule("mcp__time", "deny")
+    assert server.matches("mcp__time__now", None) and server.matches("mcp__time__convert", None)
+    assert not server.matches("mcp__timer__now", None) and not server.matches("mcp__files__read", None)
+    assert not server.matches("write_file", "/x")
+    assert decide(rules("mcp__time deny", "mcp__time__now allow"), "mcp__time__now", None).number == 1
+
+
 def test_first_match_wins_and_no_match_is_the_default() -> None:
     book = rules("edit_file(/AGENTS.md) deny", "edit_file(**) allow", "write_file(/knowledge/**) queue")
     assert decide(book, "edit_file", "/AGENTS.md").action == "deny"
@@ -79,6 +89,7 @@ def test_first_match_wins_and_no_match_is_the_default() -> None:
     ("write_file()", "allow", "empty path pattern"),
     ("write_file(/../x)", "allow", "goes above the root"),
     ("write_file(/a", "allow", "cannot read rule"),
+    ("mcp__", "allow", "names no MCP server"),
 ])
 def test_bad_rules_say_what_is_wrong(spec: str, action: str, why: str) -> None:
     with pytest.raises(RuleError, match=why.replace("(", r"\(")):
@@ -285,6 +296,13 @@ def test_export_carries_rules_to_opencode_and_codex_and_lists_the_rest() -> None
     assert sum("not carried: Codex approves per session" in n for n in notes) == 4
     files, notes = export_with("folder")
     assert any("5 rule(s) not carried" in n for n in notes)
+
+
+def test_export_carries_a_whole_server_rule() -> None:
+    result = export_agent(FORMATS["opencode"], MEMORY, ExportOptions(agent="a", rules=rules("mcp__time deny")))
+    assert json.loads(result.files["opencode.json"])["permission"]["time_*"] == "deny"
+    result = export_agent(FORMATS["claude-code"], MEMORY, ExportOptions(agent="a", rules=rules("mcp__time deny")))
+    assert json.loads(result.files[".claude/settings.json"])["permissions"]["deny"] == ["mcp__time"]
 
 
 def test_chat_yolo_says_it_turns_the_rules_off(store: SqlStore) -> None:

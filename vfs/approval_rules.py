@@ -23,7 +23,8 @@ A rule is a tool and, for the file tools, a path pattern, with an action:
   ``**`` crosses folders (``/knowledge/**`` matches every file below
   ``/knowledge``; ``**`` alone matches every path). A pattern without a leading
   ``/`` is taken from the root. An MCP tool rule takes no path; ``*`` in its name
-  matches any run of characters (``mcp__time__*``).
+  matches any run of characters (``mcp__time__*``), and a server alone
+  (``mcp__time``, Claude Code's shape) matches every tool of that server.
 
 This module imports ``vfs`` only.
 """
@@ -106,7 +107,10 @@ class Rule:
 
     @cached_property
     def _tool_re(self) -> re.Pattern[str]:
-        return re.compile(".*".join(re.escape(part) for part in self.tool.split("*")) + r"\Z")
+        name = ".*".join(re.escape(part) for part in self.tool.split("*"))
+        if self.tool.startswith(MCP_PREFIX) and "__" not in self.tool[len(MCP_PREFIX):] and "*" not in self.tool:
+            name += "(?:__.*)?"  # mcp__SERVER: every tool of the server, as in Claude Code
+        return re.compile(name + r"\Z")
 
     def matches(self, tool: str, path: str | None) -> bool:
         if not self._tool_re.match(tool):
@@ -131,6 +135,9 @@ def parse_rule(spec: str, action: str) -> Rule:
                         "'write_file(/knowledge/**)', 'delete_file(**)' or 'mcp__server__tool'")
     tool, pattern = found.group("tool"), found.group("pattern")
     if tool.startswith(MCP_PREFIX):
+        if not tool[len(MCP_PREFIX):].strip("_"):
+            raise RuleError(f"{tool!r} names no MCP server; write 'mcp__SERVER' (every tool of it) "
+                            "or 'mcp__SERVER__TOOL'")
         if pattern is not None:
             raise RuleError(f"{tool} is an MCP tool: its rule takes no path pattern; write just {tool!r}")
     elif tool not in FILE_TOOLS:

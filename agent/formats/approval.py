@@ -114,10 +114,11 @@ def _opencode(rules: Sequence[Rule], result: ExportResult) -> None:
         action = "deny" if rule.action == "queue" and rule.tool.startswith(MCP_PREFIX) else rule.action
         if rule.tool.startswith(MCP_PREFIX):
             parts = rule.tool[len(MCP_PREFIX):].split("__", 1)
-            if len(parts) != 2:
+            if len(parts) != 2 and "*" in rule.tool:
                 _note(result, n, rule, "not carried: it names no tool (mcp__SERVER__TOOL)")
                 continue
-            key = f"{_oc_name(parts[0])}_{'*' if parts[1] == '*' else _oc_name(parts[1])}"
+            tool = "*" if len(parts) == 1 or parts[1] == "*" else _oc_name(parts[1])  # mcp__SERVER: all its tools
+            key = f"{_oc_name(parts[0])}_{tool}"
             key_or_edit = key
         elif rule.tool in ("write_file", "edit_file") and rule.pattern == "/**" and rule.action != "queue":
             key_or_edit = "edit"
