@@ -236,6 +236,18 @@ def test_fs_edit_without_strings_opens_the_editor(store: SqlStore, bot: str, tmp
     assert half.returncode == 2
 
 
+def test_edit_without_editor_or_terminal_starts_nothing(api: FakeMessagesAPI, store: SqlStore,
+                                                        bot: str) -> None:
+    # vi on a pipe drew its screen into the output and read the rest of the input.
+    p = chat(api, "bot", stdin="/edit /AGENTS.md\n/memory\n")
+    assert p.returncode == 0 and "\x1b" not in out(p) + err(p)
+    assert "memagent: EDITOR is not set and this is no terminal for vi" in err(p)
+    assert "AGENTS.md" in out(p).split("/edit /AGENTS.md", 1)[1]  # the next line was still read
+    fs = run("fs", "edit", "/AGENTS.md", "-a", "bot", stdin="")
+    assert fs.returncode == 1 and err(fs).count("\n") == 1 and "set it (e.g. `export EDITOR=nano`)" in err(fs)
+    assert len(revisions(store, "/AGENTS.md")) == 1
+
+
 def test_at_path_attaches_the_file(api: FakeMessagesAPI, store: SqlStore, bot: str) -> None:
     store.write("agent:bot", "/notes/plan.md", "- ship in May\n")
     api.enqueue_text("The plan is to ship in May.")

@@ -4,6 +4,9 @@ Invariants:
 - The editor is ``$EDITOR``, else ``$VISUAL``, else ``vi``; it is a command line
   split like a shell's (``EDITOR="code --wait"`` works) and gets one temporary file
   whose name ends like the memory file's (``AGENTS.md``), so it highlights the format.
+- Without ``$EDITOR`` or ``$VISUAL`` and without a terminal (a pipe, a script),
+  nothing is started: ``vi`` there would draw on a pipe and read the rest of the
+  input; the one-line error says to set EDITOR.
 - The temporary file is removed afterwards unless the text must be kept (the
   caller's store refused it): then ``keep`` writes it to a file of its own and the
   message names it, so typed work is never lost.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,6 +43,10 @@ def editor_command() -> list[str]:
 def edit_text(text: str, path: str) -> str:
     """Open ``text`` in the editor as a file named like ``path``; the saved text."""
     name = path.rstrip("/").rsplit("/", 1)[-1] or "memory.txt"
+    chosen = os.environ.get("EDITOR", "").strip() or os.environ.get("VISUAL", "").strip()
+    if not chosen and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise EditorFailed(f"EDITOR is not set and this is no terminal for vi; set it "
+                           f"(e.g. `export EDITOR=nano`) or edit in a terminal; {path} is unchanged")
     command = editor_command()
     with tempfile.TemporaryDirectory(prefix="memagent-edit-") as folder:
         file = Path(folder) / name
