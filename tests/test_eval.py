@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +305,45 @@ def test_an_out_file_that_cannot_be_written_exits_2_and_an_earlier_one_is_kept(t
     proc = run("eval", str(bad), "--model", "claude-sonnet-5-5", "--out", str(kept), env={"ANTHROPIC_API_KEY": "k"})
     assert proc.returncode == 2
     assert kept.read_text("utf-8").startswith('{"type": "summary", "scenario": "a"')
+
+
+def test_ctrl_c_stops_the_run_with_status_130_and_keeps_what_finished(tmp_path: Path, chat_env: None) -> None:
+    import signal
+    import subprocess
+    import threading
+
+    from tests.cli_helpers import MEMAGENT
+
+    arrived, release = threading.Event(), threading.Event()
+
+    def held(body: dict[str, Any]) -> dict[str, Any]:
+        arrived.set()
+        release.wait(60)
+        return {"text": "late"}
+
+    out_file = tmp_path / "r.jsonl"
+    with FakeMessagesAPI() as api:
+        api.enqueue_text("fine")
+        api.enqueue_callable(held)
+        # Run in the suite's order: small-prompt (one request) finishes, transient-not-stored is stopped.
+        proc = subprocess.Popen([MEMAGENT, "eval", "-k", "^(small-prompt|transient-not-stored)$", "--model",
+                                 "claude-sonnet-5-5", "--out", str(out_file)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "k"})
+        try:
+            assert arrived.wait(60), "the second scenario's request never came"
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130, (stdout.decode(), stderr.decode())
+    assert "interrupted" in stderr.decode() and "Traceback" not in stderr.decode()
+    rows = [json.loads(line) for line in out_file.read_text("utf-8").splitlines()]
+    assert [r["scenario"] for r in rows if r["type"] == "summary"] == ["small-prompt"]
+    assert "small-prompt" in stdout.decode() and "transient-not-stored" not in stdout.decode()
 
 
 def test_list_names_the_scenarios_without_a_model(chat_env: None) -> None:

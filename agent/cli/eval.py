@@ -2,8 +2,8 @@
 
 Invariants:
 - Exit status: 0 when every check passed, 1 when any check failed (or a scenario's
-  model failed), 2 for a usage or set-up error (a malformed scenario: ``FILE:LINE:
-  what is wrong``; a benchmark file not in its format; a model that is not set up;
+  model failed), 130 when Ctrl-C stopped the run early, 2 for a usage or set-up error
+  (a malformed scenario: ``FILE:LINE: what is wrong``; a benchmark file not in its format; a model that is not set up;
   a scratch database that cannot be opened). Nothing reaches the user's database or
   agents: every scenario runs in a fresh temporary one (``evals.harness``).
 - The model is made through the registry only (``cli.models``), like chat's.
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def _usage(message: str) -> NoReturn:
@@ -199,6 +200,7 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
     if out:
         _check_writable(Path(out))
     finished: list[ScenarioResult] = []
+    interrupted = False
     runner: Iterator[ScenarioResult]
     with ExitStack() as stack:
         # Opened at the first result: a run that stops at a malformed scenario or a model
@@ -219,6 +221,7 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
         except SetupError as err:
             _usage(str(err))
         except KeyboardInterrupt:
+            interrupted = True
             click.echo("interrupted; the table shows the scenarios that finished", err=True)
     for line in results.table(finished):
         click.echo(shown(line))
@@ -237,6 +240,10 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
             click.echo(f"  … {len(problems) - 50} more{where}")
     if out and finished:
         click.echo(f"results: {shown(out)}")
+    if interrupted:
+        # Not every check ran, so this is not "all passed" (0) nor a verdict (1): the shell's
+        # status for a run stopped by Ctrl-C.
+        sys.exit(EXIT_INTERRUPTED)
     if problems or any(r.error for r in finished):
         sys.exit(EXIT_FAILED)
 

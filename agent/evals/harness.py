@@ -127,6 +127,7 @@ class EvalUI(UI):
         self.calls: list[Call] = []
         self.text: list[str] = []
         self.errors: list[str] = []
+        self.interrupted = False
 
     def read_text(self, question: str) -> str | None:
         return None
@@ -146,7 +147,10 @@ class EvalUI(UI):
         return None
 
     def note(self, text: str) -> None:
-        return None
+        # Chat turns Ctrl-C during a model request into an interrupted turn and goes on (its
+        # note says so); an unattended run has no one to go on with, so it stops (``_turn``).
+        if text.startswith("interrupted"):
+            self.interrupted = True
 
     def error(self, text: str) -> None:
         self.errors.append(text)
@@ -309,6 +313,8 @@ class Run:
         else:
             assert text is not None
             session.send(text)
+        if self.ui.interrupted:
+            raise KeyboardInterrupt
         if len(self.ui.errors) > errors:
             # The chat's advice to type /retry means nothing here.
             raise ModelError(self.ui.errors[-1].removesuffix(" (/retry sends the message again)"))
