@@ -220,7 +220,7 @@ def test_a_missing_optional_embedder_is_one_line_naming_the_extra() -> None:
     run("fs", "write", "/k.md", "-a", "demo", stdin="chess\n")
     p = run("fs", "search", "chess", "--mode", "semantic", "-a", "demo",
             env={"MEMAGENT_EMBEDDER": "fastembed/BAAI/bge-small-en-v1.5"})
-    assert p.returncode == 1
+    assert p.returncode == 2 and out(p) == ""  # not 1, which says "nothing matched"
     assert err(p).strip().count("\n") == 0 and "memagent[fastembed]" in err(p) and "Traceback" not in err(p)
     # Lexical search needs no embedder at all.
     p = run("fs", "search", "chess", "--mode", "lexical", "-a", "demo",
@@ -267,6 +267,11 @@ def test_fs_search_modes_and_db_reindex_through_the_command() -> None:
     assert p.returncode == 1 and out(p) == ""
     p = run("fs", "search", "x", "--mode", "fuzzy", "-a", "demo")
     assert p.returncode == 2 and "fuzzy" in err(p)
+    # A search that cannot run is 2, never 1 ("nothing matched", which a script reads as an answer).
+    p = run("fs", "search", "espresso", "--mode", "semantic", "-a", "demo", env={"MEMAGENT_EMBEDDER": "bogus"})
+    assert p.returncode == 2 and "unknown embedder 'bogus'" in err(p) and "Traceback" not in err(p)
+    p = run("fs", "search", "  ", "-a", "demo")
+    assert p.returncode == 2 and "query is empty" in err(p)
     p = run("db", "reindex", "--embeddings")
     assert p.returncode == 0, err(p)
     assert "embedded" in out(p) and "wordllama/l2_supercat" in out(p)

@@ -25,7 +25,7 @@ import click
 
 from memagent.agent.cli.common import Ctx, cli_words, fail, memory_command
 from memagent.vfs import writes
-from memagent.vfs.embeddings.base import SEARCH_MODES, SearchMode
+from memagent.vfs.embeddings.base import SEARCH_MODES, EmbedderError, SearchMode
 from memagent.vfs.embeddings.hybrid import DEFAULT_MODE as DEFAULT_SEARCH_MODE
 from memagent.vfs.errors import ValidationFailed, VfsError
 from memagent.vfs.render import render_blame, render_log, render_ls, render_search
@@ -258,8 +258,16 @@ def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | 
 def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str, mode: SearchMode) -> None:
     """Rank memory files and past conversations by relevance to QUERY (words, meaning, or both).
 
-    Exits 1 with nothing on stdout when nothing matches, like `fs grep`."""
-    hits = ctx.view(agent).search(query, k=k, path=path, mode=mode)
+    Exits 1 with nothing on stdout when nothing matches, like `fs grep`; 2 when the
+    query is empty or the embedder cannot be used (so a script can tell them apart)."""
+    if not query.strip():
+        raise click.UsageError("the query is empty; give the words (or the meaning) to look for")
+    try:
+        hits = ctx.view(agent).search(query, k=k, path=path, mode=mode)
+    except EmbedderError as exc:
+        # Not "nothing matched" (exit 1): the search could not run at all.
+        click.echo(f"memagent: {shown(str(exc))}", err=True)
+        sys.exit(2)
     if not hits:
         click.echo(f"memagent: {shown(render_search(hits, query[:200]))}", err=True)
         sys.exit(1)
