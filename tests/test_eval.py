@@ -346,6 +346,25 @@ def test_ctrl_c_stops_the_run_with_status_130_and_keeps_what_finished(tmp_path: 
     assert "small-prompt" in stdout.decode() and "transient-not-stored" not in stdout.decode()
 
 
+@pytest.mark.parametrize(("start", "message"), [
+    ("template: nosuch", "bad.yaml: no template named 'nosuch'; choose one of: "),
+    ('files: {"/skills/x/SKILL.md": "no frontmatter\\n"}',
+     "bad.yaml: a starting file is refused: /skills/x/SKILL.md: line 1: the file must begin with YAML frontmatter"),
+])
+def test_a_scenario_that_cannot_be_set_up_exits_2_before_any_scenario_runs(start: str, message: str,
+                                                                           tmp_path: Path, chat_env: None) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"name: zz-bad\ndescription: d\n{start}\nsessions:\n  - turns: [{{user: hi}}]\n"
+                   "expect: {file_exists: /x}\n", "utf-8")
+    with FakeMessagesAPI() as api:
+        proc = run("eval", "-k", "small-prompt|zz-bad", "builtin", str(bad), "--model", "claude-sonnet-5-5",
+                   env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "k"})
+        assert api.requests == []  # small-prompt, first in order, never ran
+    assert proc.returncode == 2 and out(proc) == ""
+    line = err(proc)
+    assert line.startswith(f"memagent: {tmp_path}/{message}") and line.count("\n") == 1, line
+
+
 def test_list_names_the_scenarios_without_a_model(chat_env: None) -> None:
     proc = run("eval", "--list", "-k", "remember")
     assert proc.returncode == 0, err(proc)

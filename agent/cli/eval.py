@@ -266,9 +266,11 @@ def _open_out(path: Path) -> IO[str]:
 
 def _scenarios(targets: tuple[str, ...], pattern: str | None, model_name: str | None, base_url: str | None,
                runs: int, scratch_db: str | None) -> Iterator[ScenarioResult]:
-    from memagent.agent.evals.harness import run_scenario
+    from memagent.agent.evals.harness import preflight, run_scenario
 
     loaded = _load(targets, pattern)
+    for scenario in loaded:
+        preflight(scenario, templates.files)  # a SetupError: exit 2 before any scenario runs
     model = _model(model_name, base_url, "model")
     progress = _Progress(len(loaded) * runs, "eval")
     try:

@@ -40,6 +40,7 @@ from memagent.agent.model.base import TextCallback
 from memagent.agent.pricing import cost_usd
 from memagent.agent.reflection import reflect
 from memagent.agent.tools import ApprovalRequest, ToolResult
+from memagent.validators import validate
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.edits import unified_diff
 from memagent.vfs.errors import VfsError
@@ -380,6 +381,22 @@ class Run:
                 self.result.checks.append(CheckResult(
                     self.scenario.name, check.kind, describe(check.kind, check.arg), where, False,
                     f"not reached: {self.result.error}", check.line, answer=self.answer))
+
+
+def preflight(scenario: Scenario, templates: Templates) -> None:
+    """``SetupError`` now for what ``Run.start`` would refuse later (an unknown template, a
+    starting file its validators reject), so a run stops before any model time is spent."""
+    if scenario.template is not None:
+        try:
+            templates(scenario.template)
+        except VfsError as err:
+            raise SetupError(f"{scenario.source}: {err}") from None
+    for path, content in scenario.files.items():
+        problems = validate(path, content)
+        if problems:
+            # The problem's first line; its example stays out.
+            first = str(problems[0]).splitlines()[0].removesuffix(" For example:")
+            raise SetupError(f"{scenario.source}: a starting file is refused: {path}: {first}")
 
 
 def run_scenario(scenario: Scenario, model: Model, *, templates: Templates, db_url: str | None = None,
