@@ -203,6 +203,22 @@ def test_the_tool_takes_a_mode(store: SqlStore) -> None:
     assert bad.is_error and "lexical, semantic, hybrid" in bad.content
 
 
+def test_hybrid_falls_back_to_words_when_the_embedder_is_down(store: SqlStore,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # An embeddings server that is not running: hybrid (the default) still finds by words
+    # and says why; semantic, asked for, fails with the embedder's line.
+    monkeypatch.setenv("MEMAGENT_EMBEDDER", "openai-compatible/e")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    store.bulk_write(S, NOTES)
+    box = ToolBox([SearchTools(AgentView(store, "a"))])
+    word = NOTES["/home/pets.md"].split()[2]
+    result = box.run("search_memory", {"query": word})
+    assert not result.is_error and "/home/pets.md" in result.content
+    assert result.content.startswith("(search by meaning is unavailable, so these are matches by words only")
+    semantic = box.run("search_memory", {"query": word, "mode": "semantic"})
+    assert semantic.is_error and "embeddings endpoint" in semantic.content
+
+
 # -- embedders ---------------------------------------------------------------------------
 
 
@@ -272,6 +288,8 @@ def test_fs_search_modes_and_db_reindex_through_the_command() -> None:
     assert p.returncode == 2 and "unknown embedder 'bogus'" in err(p) and "Traceback" not in err(p)
     p = run("fs", "search", "  ", "-a", "demo")
     assert p.returncode == 2 and "query is empty" in err(p)
+    p = run("fs", "search", "oat milk", "-a", "demo", env={"MEMAGENT_EMBEDDER": "bogus"})  # hybrid: words only
+    assert p.returncode == 0 and out(p).startswith("1. /preferences/coffee.md") and "words only" in err(p)
     p = run("db", "reindex", "--embeddings")
     assert p.returncode == 0, err(p)
     assert "embedded" in out(p) and "wordllama/l2_supercat" in out(p)

@@ -259,15 +259,21 @@ def search_cmd(ctx: Ctx, query: str, agent: str | None, k: int, path: str, mode:
     """Rank memory files and past conversations by relevance to QUERY (words, meaning, or both).
 
     Exits 1 with nothing on stdout when nothing matches, like `fs grep`; 2 when the
-    query is empty or the embedder cannot be used (so a script can tell them apart)."""
+    query is empty or the embedder cannot be used (so a script can tell them apart).
+    In hybrid mode an embedder that cannot be used falls back to words, with a warning."""
     if not query.strip():
         raise click.UsageError("the query is empty; give the words (or the meaning) to look for")
+    view = ctx.view(agent)
     try:
-        hits = ctx.view(agent).search(query, k=k, path=path, mode=mode)
+        hits = view.search(query, k=k, path=path, mode=mode)
     except EmbedderError as exc:
-        # Not "nothing matched" (exit 1): the search could not run at all.
-        click.echo(f"memagent: {shown(str(exc))}", err=True)
-        sys.exit(2)
+        if mode != "hybrid":
+            # Not "nothing matched" (exit 1): the search could not run at all.
+            click.echo(f"memagent: {shown(str(exc))}", err=True)
+            sys.exit(2)
+        # hybrid (the default) degrades to words rather than finding nothing.
+        click.echo(f"memagent: {shown(str(exc))}; searching by words only (--mode lexical)", err=True)
+        hits = view.search(query, k=k, path=path, mode="lexical")
     if not hits:
         click.echo(f"memagent: {shown(render_search(hits, query[:200]))}", err=True)
         sys.exit(1)

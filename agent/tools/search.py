@@ -8,6 +8,8 @@ Invariants:
   (``vfs/embeddings/hybrid.py``), as ``mode`` says.
 - Errors are values: an empty or wordless query, a bad ``k`` or ``mode``, is an
   ``is_error`` result saying how to fix the call; no query can crash or hang it.
+- ``hybrid`` (the default) whose embedder fails falls back to ``lexical`` and says
+  so in the result; ``semantic`` asked for explicitly fails with the embedder's line.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from memagent.agent.tools.base import ToolResult, schema
-from memagent.vfs.embeddings.base import SEARCH_MODES, SearchMode, check_mode
+from memagent.vfs.embeddings.base import SEARCH_MODES, EmbedderError, SearchMode, check_mode
 from memagent.vfs.embeddings.hybrid import DEFAULT_MODE
 from memagent.vfs.render import render_search
 from memagent.vfs.scopes import AgentView
@@ -69,5 +71,15 @@ class SearchTools:
         if mode not in SEARCH_MODES:
             return ToolResult(f"mode must be one of {', '.join(SEARCH_MODES)}; leave it out for {DEFAULT_MODE}",
                               True)
-        hits = self.ranker.search(query, k=k, mode=check_mode(mode))
+        chosen = check_mode(mode)
+        try:
+            hits = self.ranker.search(query, k=k, mode=chosen)
+        except EmbedderError as exc:
+            if chosen != "hybrid":
+                raise
+            # The embedder is down or misconfigured: words still find things, so recall
+            # degrades instead of vanishing; the note says why the ranking is words only.
+            hits = self.ranker.search(query, k=k, mode="lexical")
+            return ToolResult(f"(search by meaning is unavailable, so these are matches by words only: {exc})\n"
+                              + render_search(hits, query[:200]))
         return ToolResult(render_search(hits, query[:200]))
