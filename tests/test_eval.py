@@ -431,6 +431,20 @@ def test_compare_shows_per_scenario_differences(tmp_path: Path) -> None:
     assert "3 scenario(s) differ" in text
 
 
+def test_compare_shows_tokens_a_run_when_the_files_ran_different_counts(tmp_path: Path) -> None:
+    a, b = tmp_path / "three.jsonl", tmp_path / "one.jsonl"
+    with a.open("w") as f:
+        for _ in range(3):
+            results.write(f, _result("s1", [True]))
+    with b.open("w") as f:
+        results.write(f, _result("s1", [True]))
+    proc = run("eval", "compare", str(a), str(b))
+    assert proc.returncode == 0, err(proc)
+    s1 = next(line for line in out(proc).splitlines() if line.startswith("s1 "))
+    assert s1.split()[1:] == ["3/3", "1/1", "100", "->", "100", "runs", "3", "->", "1"], s1
+    assert "no scenario differs in checks passed" in out(proc)
+
+
 # -- the whole suite through the real CLI over HTTP ----------------------------------------
 
 

@@ -161,7 +161,7 @@ def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: s
     names = sorted(set(a) | set(b))
     width = max([len("scenario"), *(len(n) for n in names)])
     wa, wb = max(len(a_name), 7), max(len(b_name), 7)
-    out = [f"{'scenario':<{width}}  {a_name:>{wa}}  {b_name:>{wb}}  {'tokens':>15}  change"]
+    out = [f"{'scenario':<{width}}  {a_name:>{wa}}  {b_name:>{wb}}  {'tokens a run':>15}  change"]
     differ = 0
     for name in names:
         sa, sb = a.get(name), b.get(name)
@@ -183,7 +183,11 @@ def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: s
                 change += f"; now passing: {', '.join(fixed[:3])}"
         if change:
             differ += 1
-        tokens = f"{sa.tokens if sa else 0:,} -> {sb.tokens if sb else 0:,}"
+        if sa is not None and sb is not None and sa.runs != sb.runs:
+            # Checks add up over runs (the ratio compares); the reader should know the counts differ.
+            change += f"; runs {sa.runs} -> {sb.runs}"
+        # A run's mean, so files with different --runs compare.
+        tokens = f"{sa.tokens // sa.runs if sa else 0:,} -> {sb.tokens // sb.runs if sb else 0:,}"
         out.append(f"{name:<{width}}  {_cell(sa):>{wa}}  {_cell(sb):>{wb}}  {tokens:>15}  {change.lstrip('; ')}")
     ta = sum(s.passed for s in a.values()), sum(s.total for s in a.values())
     tb = sum(s.passed for s in b.values()), sum(s.total for s in b.values())
