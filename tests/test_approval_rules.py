@@ -305,6 +305,18 @@ def test_export_carries_a_whole_server_rule() -> None:
     assert json.loads(result.files[".claude/settings.json"])["permissions"]["deny"] == ["mcp__time"]
 
 
+def test_export_of_a_rule_without_a_pattern_is_every_edit() -> None:
+    # write_file with no (pattern) is every path: Claude Code's bare Edit, OpenCode's edit.
+    book = rules("write_file allow", "delete_file(**) deny")
+    result = export_agent(FORMATS["claude-code"], MEMORY, ExportOptions(agent="a", rules=book))
+    permissions = json.loads(result.files[".claude/settings.json"])["permissions"]
+    assert [n for n in permissions["allow"] if n.startswith("Edit")] == ["Edit"]
+    # delete_file is not carried, so it cannot outrank the write rule there: no order note.
+    assert not any("order:" in str(n) for n in result.notes)
+    result = export_agent(FORMATS["opencode"], MEMORY, ExportOptions(agent="a", rules=book))
+    assert json.loads(result.files["opencode.json"])["permission"]["edit"] == "allow"
+
+
 def test_chat_yolo_says_it_turns_the_rules_off(store: SqlStore) -> None:
     RuleBook(store, "a").add("write_file(**)", "deny")
     model = ScriptedModel()

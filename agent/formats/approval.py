@@ -79,7 +79,9 @@ def _claude(rules: Sequence[Rule], result: ExportResult) -> None:
             _note(result, n, rule, "not carried: Claude Code has no delete tool (it deletes through Bash)")
             continue
         else:
-            target, name = ("ask" if rule.action == "queue" else rule.action), f"Edit({rule.pattern})"
+            # No pattern is every path: Claude Code's bare "Edit" (not "Edit(None)").
+            edit = "Edit" if rule.pattern is None else f"Edit({rule.pattern})"
+            target, name = ("ask" if rule.action == "queue" else rule.action), edit
             if rule.action == "queue":
                 _note(result, n, rule, "carried as ask: Claude Code has no review queue, so a person decides")
         for key, names in lists.items():
@@ -88,8 +90,11 @@ def _claude(rules: Sequence[Rule], result: ExportResult) -> None:
         if name not in lists[target]:
             lists[target].append(name)
     for i, early in enumerate(rules):
-        later = next((j for j in range(i + 1, len(rules)) if _STRENGTH[rules[j].action] > _STRENGTH[early.action]),
-                     None)
+        # Only rules that can decide the same call in Claude Code (the file tools all become
+        # Edit; delete_file is not carried) can be reordered by its deny > ask > allow.
+        later = next((j for j in range(i + 1, len(rules)) if _STRENGTH[rules[j].action] > _STRENGTH[early.action]
+                      and _claude_family(early) is not None
+                      and _claude_family(rules[j]) == _claude_family(early)), None)
         if later is not None:
             result.notes.append(Note(WHERE, f"order: Claude Code applies deny, then ask, then allow, not the first "
                                             f"match; where rule {i + 1} ({early}) and the stricter rule {later + 1} "
@@ -98,6 +103,13 @@ def _claude(rules: Sequence[Rule], result: ExportResult) -> None:
     document["permissions"] = {k: v for k, v in lists.items() if v} | {
         k: v for k, v in permissions.items() if k not in lists}
     _put_json(result, path, document)
+
+
+def _claude_family(rule: Rule) -> str | None:
+    """Which Claude Code permission a rule becomes: Edit, an MCP tool, or none (not carried)."""
+    if rule.tool.startswith(MCP_PREFIX):
+        return "mcp"
+    return None if rule.tool == "delete_file" else "Edit"
 
 
 def _oc_name(name: str) -> str:
@@ -120,7 +132,7 @@ def _opencode(rules: Sequence[Rule], result: ExportResult) -> None:
             tool = "*" if len(parts) == 1 or parts[1] == "*" else _oc_name(parts[1])  # mcp__SERVER: all its tools
             key = f"{_oc_name(parts[0])}_{tool}"
             key_or_edit = key
-        elif rule.tool in ("write_file", "edit_file") and rule.pattern == "/**" and rule.action != "queue":
+        elif rule.tool in ("write_file", "edit_file") and rule.pattern in (None, "/**") and rule.action != "queue":
             key_or_edit = "edit"
         else:
             why = ("OpenCode has no review queue" if rule.action == "queue"
