@@ -133,6 +133,10 @@ def test_a_model_that_ignores_memory_scores_nothing() -> None:
     results = list(benchmarks.answer_questions("longmemeval", benchmarks.longmemeval(LME),
                                                OracleModel(uses_memory=False), db_url=None))
     assert results and not any(c.passed for r in results for c in r.checks if c.check == "contains")
+    # A failure line says what was answered beside the gold (no need to open the JSONL).
+    bike = {c.check: c for c in results[0].checks}
+    assert bike["exact_match"].detail.startswith("gold 'green', answered 'What colour is the bicycle")
+    assert bike["token_f1"].detail.startswith("F1 ") and "answered '" in bike["token_f1"].detail
 
 
 def test_reflect_runs_over_the_history_first() -> None:

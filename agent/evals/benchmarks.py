@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from memagent.agent.evals.checks import short
 from memagent.agent.evals.harness import CheckResult, Counting, EvalUI, Run, ScenarioResult, scratch
 from memagent.agent.evals.metrics import contains, exact_match, recall_at_k, token_f1
 from memagent.agent.evals.scenario import Scenario, Step, Turn
@@ -229,12 +230,14 @@ def answer_questions(kind: Benchmark, histories: list[History], model: Model, *,
                 except ModelError as err:
                     result.error = f"the model request failed: {err}"
                     answer = ""
+                # What was answered beside the gold, so a failure line says why without the JSONL.
+                said = f"gold {q.gold!r}, answered {short(answer)!r}"
                 scores: list[tuple[str, bool, str]] = [
-                    ("exact_match", exact_match(answer, q.gold), f"gold {q.gold!r}"),
-                    ("contains", contains(answer, q.gold), f"gold {q.gold!r}"),
+                    ("exact_match", exact_match(answer, q.gold), said),
+                    ("contains", contains(answer, q.gold), said),
                 ]
                 f1 = token_f1(answer, q.gold)
-                scores.append(("token_f1", f1 >= F1_PASS, f"F1 {f1:.2f} (pass at {F1_PASS})"))
+                scores.append(("token_f1", f1 >= F1_PASS, f"F1 {f1:.2f} (pass at {F1_PASS}); {said}"))
                 if judge is not None and result.error is None:
                     try:
                         verdict, detail = _judge(judge, q, answer)

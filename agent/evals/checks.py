@@ -116,7 +116,7 @@ def check_arg(kind: str, arg: Any) -> str | None:
     return f"unknown check {kind!r}; known: {', '.join(KINDS)}"
 
 
-def _short(text: str) -> str:
+def short(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= DETAIL_CHARS else line[: DETAIL_CHARS - 1] + "…"
 
@@ -185,7 +185,7 @@ def _tool(obs: Observed, arg: Any, want: bool) -> tuple[bool, str]:
     if want:
         return (True, f"{what} called {len(hits)} time(s)") if hits else \
             (False, f"{what} never called (tools called: {called})")
-    return (False, f"{what} called {len(hits)} time(s): {_short(json.dumps(hits[0].args))}") if hits else \
+    return (False, f"{what} called {len(hits)} time(s): {short(json.dumps(hits[0].args))}") if hits else \
         (True, f"{what} never called")
 
 
@@ -225,10 +225,10 @@ def run_check(kind: str, arg: Any, obs: Observed) -> tuple[bool, str]:
     runners: dict[str, Callable[[], tuple[bool, str]]] = {
         "answer_matches": lambda: (bool(re.search(arg, obs.answer)),
                                    f"/{arg}/ {'found' if re.search(arg, obs.answer) else 'not found'} "
-                                   f"in the answer: {_short(obs.answer)!r}"),
+                                   f"in the answer: {short(obs.answer)!r}"),
         "answer_not_matches": lambda: (not re.search(arg, obs.answer),
                                        f"/{arg}/ {'found' if re.search(arg, obs.answer) else 'not found'} "
-                                       f"in the answer: {_short(obs.answer)!r}"),
+                                       f"in the answer: {short(obs.answer)!r}"),
         "memory_matches": lambda: _memory(obs, arg, True),
         "memory_not_matches": lambda: _memory(obs, arg, False),
         "memory_valid": lambda: _valid(obs, arg),
@@ -248,5 +248,5 @@ def describe(kind: str, arg: Any) -> str:
     """A check as one short label: ``memory_matches /AGENTS.md /(?i)bullet/``."""
     if isinstance(arg, Mapping):
         inner = " ".join(str(v) for v in arg.values())
-        return _short(f"{kind} {inner}")
-    return _short(f"{kind} {arg}")
+        return short(f"{kind} {inner}")
+    return short(f"{kind} {arg}")
