@@ -81,6 +81,35 @@ def test_export_then_import_gives_the_same_files(name: str, as_zip: bool, tmp_pa
     assert revision.author == "import" and revision.message == f"import from {target.name} ({name})"
 
 
+SUBAGENT = ("---\nname: researcher\ndescription: Looks things up. Use for questions about notes.\n"
+            "tools: [ls, read_file, grep]\n---\nAnswer in one sentence.\n")
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_import_of_an_unchanged_export_notes_nothing_restored_exactly(name: str, tmp_path: Path) -> None:
+    # OpenCode's ".opencode/agents/researcher.md: permission not carried over" was printed
+    # although the manifest gave /subagents/researcher.md back byte for byte.
+    with the_store() as store:
+        store.create_agent("ra", {"/AGENTS.md": "- Be brief.\n", "/subagents/researcher.md": SUBAGENT})
+    assert run("export", "ra", str(tmp_path / "out"), "--format", name).returncode == 0
+    p = run("import", str(tmp_path / "out"), "--as", "copy", "--yes")
+    assert p.returncode == 0, err(p)
+    assert "not carried over" not in out(p) + err(p) and "notes (" not in out(p)
+    assert files_of("copy") == files_of("ra")
+
+
+def test_import_of_an_edited_opencode_subagent_keeps_its_note(tmp_path: Path) -> None:
+    with the_store() as store:
+        store.create_agent("ra", {"/AGENTS.md": "- Be brief.\n", "/subagents/researcher.md": SUBAGENT})
+    assert run("export", "ra", str(tmp_path / "out"), "--format", "opencode").returncode == 0
+    agent_file = tmp_path / "out" / ".opencode" / "agents" / "researcher.md"
+    agent_file.write_text(agent_file.read_text().replace("one sentence", "two sentences"))
+    p = run("import", str(tmp_path / "out"), "--as", "copy", "--yes")
+    assert p.returncode == 0, err(p)
+    assert ".opencode/agents/researcher.md: permission not carried over" in out(p)
+    assert "two sentences" in files_of("copy")["/subagents/researcher.md"].decode()
+
+
 def test_export_refuses_a_non_empty_folder_and_writes_nothing(tmp_path: Path) -> None:
     make_agent()
     target = tmp_path / "busy"

@@ -89,7 +89,14 @@ def apply(data: bytes, format_name: str, tree: Mapping[str, bytes], result: Impo
         restored.add(path)
     # A note about how a file was translated is void once the original is given back exactly
     # (e.g. "add the tools to /tools.json" after /tools.json is restored as it was).
-    result.notes = [n for n in result.notes if n.path not in restored]
+    # The note may name the memory path or the exported file it was read from (OpenCode's
+    # ".opencode/agents/x.md: permission not carried over"): void when all it became is restored.
+    def void(note: Note) -> bool:
+        if note.path in restored:
+            return True
+        became = {p for p, sources in result.origins.items() if note.path in sources}
+        return bool(became) and became <= restored
+    result.notes = [n for n in result.notes if not void(n)]
     if stale:
         result.notes.append(Note(MANIFEST, f"{stale} kept original(s) skipped: the exported files they came "
                                            "from were changed, so their translation is imported instead"))
