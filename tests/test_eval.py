@@ -248,6 +248,8 @@ BAD: list[tuple[str, int, str]] = [
      "give {path: PATH or GLOB, pattern: REGEX}"),
     ("name: a\ndescription: b\nsessions:\n  - turns: [{user: hi}]\nexpect:\n  max_revisions: -1\n", 6,
      "whole number"),
+    ("name: a\ndescription: b\nsessions:\n  - turns: [{user: hi}]\nexpect:\n  memory_valid: false\n", 6,
+     "memory_valid: give true (every memory file) or a memory path or glob starting with /"),
     ("name: a\ndescription: b\nthreads:\n  - - assistant: hi\nsessions:\n  - turns: [{user: hi}]\n"
      "expect: {file_exists: /x}\n", 4, "alternate user and assistant"),
 ]

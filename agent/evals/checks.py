@@ -94,7 +94,9 @@ def check_arg(kind: str, arg: Any) -> str | None:
             return "give {path: PATH or GLOB, pattern: REGEX}"
         return _path(arg["path"]) or _regex(arg["pattern"])
     if kind == "memory_valid":
-        return None if arg is True else _path(arg)
+        if arg is True:
+            return None
+        return "give true (every memory file) or a memory path or glob starting with /" if _path(arg) else None
     if kind in ("tool_called", "tool_not_called"):
         if isinstance(arg, str) and arg:
             return None
