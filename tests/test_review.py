@@ -88,7 +88,7 @@ def test_a_queued_edit_whose_lines_changed_is_a_conflict_never_applied(home: Sql
     pid = queue_edit(home, "memagent run", "- Be concise.\n", "- Be brief.\n")
     AgentView(home, "a").write("/AGENTS.md", "# Rules\n- Be very concise.\n")  # a person changed that line
     listed = out(run("review", "a", "--list"))
-    assert f"#{pid}" in listed and "[CONFLICT: file changed; re-propose or discard]" in listed
+    assert f"#{pid}" in listed and "[CONFLICT: file changed; discard it]" in listed  # no run can redo it
     p = run("review", "a", stdin="y\ns\n")  # "y" is no answer to a conflict; skip leaves it
     text = out(p)
     assert f"--- CONFLICT in proposal #{pid}: edit /AGENTS.md (not applied) ---" in text

@@ -141,9 +141,15 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
         tags = {"fresh": "", "rebased": "  [file changed: re-based]",
                 "conflict": "  [CONFLICT: file changed; re-propose or discard]", "stale": "  [already applied]"}
         for p in pending:
-            threads = ", ".join(t[:8] for t in p.threads)
+            # A long list of threads would push the state off the line: the first three, then a count.
+            threads = ", ".join(t[:8] for t in p.threads[:3]) + (
+                f" and {len(p.threads) - 3} more" if len(p.threads) > 3 else "")
+            state = reviewer.check(p).state
+            # Only reflection's proposals can be re-proposed (the next reflect run redoes them).
+            tag = ("  [CONFLICT: file changed; discard it]" if state == "conflict" and not reviewer.can_repropose(p)
+                   else tags[state])
             echo(f"#{p.id}  {p.op:<6} {p.shown}  {reviewer.source(p)}" + (f"  threads {threads}" if threads else "")
-                 + (f"  — {p.reason}" if p.reason else "") + tags[reviewer.check(p).state])
+                 + (f"  — {p.reason}" if p.reason else "") + tag)
         echo(f"{len(pending)} pending; `memagent review {view.agent}` to decide.")
         return
     echo(f"{len(pending)} proposal(s) waiting for review for agent {view.agent!r}.")
