@@ -274,7 +274,9 @@ def test_the_cli_exits_2_on_a_malformed_scenario(tmp_path: Path, chat_env: None)
                                  "memory_valid, tool_called, tool_not_called, max_prompt_tokens, max_revisions, "
                                  "file_exists, file_absent")
     assert "Traceback" not in err(proc)
-    for args in (("nope-not-a-scenario",), ("-k", "zzz-none"), ("--retrieval-only",), ("compare", str(bad))):
+    lme = str(Path(__file__).parent / "fixtures" / "eval" / "longmemeval_small.json")
+    for args in (("nope-not-a-scenario",), ("-k", "zzz-none"), ("--retrieval-only",), ("compare", str(bad)),
+                 ("--longmemeval", lme, "--runs", "2"), ("--longmemeval", lme, "--top", "3"), ("--top", "3")):
         proc = run("eval", *args, env={"ANTHROPIC_API_KEY": "k"})
         assert proc.returncode == 2, args
         assert err(proc).startswith("memagent: ") and "Traceback" not in err(proc)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from memagent.agent.cli import templates
 from memagent.agent.cli.reflect import BASE_URL_HELP, MODEL_HELP
@@ -194,6 +195,11 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
         _usage("--retrieval-only, --judge, --reflect and --limit go with --longmemeval FILE or --locomo FILE")
     if bench is not None and (targets or pattern):
         _usage("give scenarios or a benchmark file, not both")
+    given = click.get_current_context().get_parameter_source
+    if bench is not None and given("runs") is not ParameterSource.DEFAULT:
+        _usage("--runs repeats scenarios; a benchmark runs once (run it again with another --out)")
+    if not retrieval_only and given("top") is not ParameterSource.DEFAULT:
+        _usage("--top K is the k of --retrieval-only's recall@k; add --retrieval-only or drop --top")
     from memagent.agent.evals import results
     from memagent.agent.evals.harness import SetupError
 
