@@ -369,6 +369,16 @@ def test_a_scenario_that_cannot_be_set_up_exits_2_before_any_scenario_runs(start
     assert line.startswith(f"memagent: {tmp_path}/{message}") and line.count("\n") == 1, line
 
 
+def test_a_rejected_key_is_a_setup_error_that_stops_the_run_at_once(tmp_path: Path, chat_env: None) -> None:
+    with FakeMessagesAPI(require_key="right") as api:
+        proc = run("eval", "-k", "bullet|small|past", "--model", "claude-sonnet-5-5", "--out", str(tmp_path / "r"),
+                   env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "wrong"})
+        sent = len(api.requests)
+    assert proc.returncode == 2, (out(proc), err(proc))
+    assert err(proc) == "memagent: the model cannot be used: ANTHROPIC_API_KEY was rejected (401); check the key\n"
+    assert sent == 1  # the first scenario's first request; no other scenario was tried
+
+
 def test_list_names_the_scenarios_without_a_model(chat_env: None) -> None:
     proc = run("eval", "--list", "-k", "remember")
     assert proc.returncode == 0, err(proc)

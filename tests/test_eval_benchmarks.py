@@ -173,3 +173,20 @@ def test_a_benchmark_runs_through_the_cli_with_a_judge(tmp_path: Path, chat_env:
     passed = sum(r["passed"] for r in checks if r["check"] == "token_f1")
     assert f"\ntoken_f1: {passed}/4 passed, mean {sum(f1) / 4:.2f}\n" in out(proc)
     assert "\njudge: " in out(proc) and "\nexact_match: " in out(proc)
+
+
+def test_a_judge_whose_key_is_rejected_stops_the_run_with_exit_2(tmp_path: Path, chat_env: None) -> None:
+    from bench.fake_messages_api import FakeMessagesAPI
+    from bench.fake_openai_api import FakeOpenAIAPI
+    from tests.test_eval import _oracle_answer
+
+    with FakeMessagesAPI() as api, FakeOpenAIAPI(require_key="right") as judge:
+        answer = _oracle_answer(OracleModel())
+        for _ in range(20):
+            api.enqueue_callable(answer)
+        proc = run("eval", "--locomo", str(LOCOMO), "--model", "claude-sonnet-5-5", "--judge", "openai/gpt-5.1",
+                   env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "k",
+                        "OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": "wrong"}, timeout=120)
+    assert proc.returncode == 2, (out(proc), err(proc))
+    assert err(proc).startswith("memagent: --judge: the model cannot be used: ") and "401" in err(proc)
+    assert err(proc).count("\n") == 1 and "Traceback" not in err(proc)

@@ -38,7 +38,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memagent.agent.evals.checks import short
-from memagent.agent.evals.harness import CheckResult, Counting, EvalUI, Run, ScenarioResult, scratch
+from memagent.agent.evals.harness import (
+    CheckResult,
+    Counting,
+    EvalUI,
+    Run,
+    ScenarioResult,
+    SetupError,
+    refused,
+    scratch,
+)
 from memagent.agent.evals.metrics import contains, exact_match, recall_at_k, token_f1
 from memagent.agent.evals.scenario import Scenario, Step, Turn
 from memagent.agent.model import Model, ModelError, ModelRequest
@@ -228,6 +237,8 @@ def answer_questions(kind: Benchmark, histories: list[History], model: Model, *,
                 try:
                     answer = run.ask(q.text)
                 except ModelError as err:
+                    if counting.refused is not None:
+                        raise counting.refused from None
                     result.error = f"the model request failed: {err}"
                     answer = ""
                 # What was answered beside the gold, so a failure line says why without the JSONL.
@@ -242,6 +253,8 @@ def answer_questions(kind: Benchmark, histories: list[History], model: Model, *,
                     try:
                         verdict, detail = _judge(judge, q, answer)
                     except ModelError as err:
+                        if (setup := refused(err)) is not None:
+                            raise SetupError(f"--judge: {setup}") from None
                         verdict, detail = False, f"the judge failed: {err}"
                     scores.append(("judge", verdict, detail))
                 for name, passed, detail in scores:

@@ -94,8 +94,19 @@ class ScenarioResult:
         return len(self.checks)
 
 
+# A rejected key (401), no access (403) or no such model (404) fails every scenario alike:
+# a set-up error that stops the run (exit 2), not a model that failed one scenario.
+SETUP_STATUSES = frozenset({401, 403, 404})
+
+
+def refused(err: ModelError) -> SetupError | None:
+    """The ``SetupError`` a model error means, when it is one of ``SETUP_STATUSES``."""
+    return SetupError(f"the model cannot be used: {err}") if err.status in SETUP_STATUSES else None
+
+
 class Counting:
-    """A ``Model`` wrapper that counts requests, prompt tokens and cost of every response."""
+    """A ``Model`` wrapper that counts requests, prompt tokens and cost of every response,
+    and keeps a set-up refusal (``refused``) the chat's session turns into a plain line."""
 
     def __init__(self, inner: Model) -> None:
         self.inner = inner
@@ -103,10 +114,15 @@ class Counting:
         self.prompts: list[int] = []
         self.tokens = 0
         self.cost: float | None = 0.0
+        self.refused: SetupError | None = None
 
     def respond(self, request: ModelRequest, *, on_text: TextCallback | None = None,
                 on_retry: TextCallback | None = None) -> ModelResponse:
-        response = self.inner.respond(request, on_text=on_text, on_retry=on_retry)
+        try:
+            response = self.inner.respond(request, on_text=on_text, on_retry=on_retry)
+        except ModelError as err:
+            self.refused = self.refused or refused(err)
+            raise
         usage: Usage = response.usage
         self.prompts.append(usage.total_input_tokens)
         self.tokens += usage.total_input_tokens + usage.output_tokens
@@ -357,6 +373,8 @@ class Run:
                 self._step(n, step)
             self._check(self.scenario.expect, "end", self.ui.calls, self.model.prompts)
         except ModelError as err:
+            if self.model.refused is not None:
+                raise self.model.refused from None
             self.result.error = f"the model request failed: {err}"
         except VfsError as err:
             self.result.error = str(err)
