@@ -325,7 +325,7 @@ def test_grep_and_glob_exit_1_with_nothing_on_stdout(store: SqlStore, bot: str) 
     p = run("fs", "glob", "*.nothing", "-a", "bot")
     assert (p.returncode, out(p)) == (1, "")
     p = run("fs", "grep", "(", "-a", "bot")
-    assert p.returncode == 1 and "-F" in err(p) and "fixed_strings" not in err(p)
+    assert p.returncode == 2 and "-F" in err(p) and "fixed_strings" not in err(p)  # an error, not "no match"
 
 
 def test_fs_write_refuses_empty_stdin_unless_allowed(store: SqlStore, bot: str) -> None:

@@ -197,15 +197,23 @@ def test_glob_classes_with_brackets_match_as_before() -> None:
 
 def test_a_bad_glob_class_is_named_without_a_position_in_another_pattern(bot: SqlStore) -> None:
     p = run("fs", "glob", "-a", "bot", "**/[z-a]*")
-    assert p.returncode == 1
+    assert p.returncode == 2  # a usage mistake, never the "no match" of exit 1
     assert err(p).strip() == "memagent: glob '**/[z-a]*' is not valid: bad character range z-a; fix the [...] class"
 
 
 def test_grep_refuses_a_posix_class_with_the_python_spelling(bot: SqlStore) -> None:
     p = run("fs", "grep", "-a", "bot", "[[:space:]]x")
-    assert p.returncode == 1
+    assert p.returncode == 2  # as grep: 2 for an error, 1 only for no match
     assert err(p).strip() == ("memagent: grep pattern '[[:space:]]x' uses the POSIX class [:space:], which "
                               "Python regular expressions do not have; write \\s instead")
+
+
+def test_an_invalid_grep_pattern_exits_2_never_the_no_match_1(bot: SqlStore) -> None:
+    bad = run("fs", "grep", "-a", "bot", "(")
+    assert bad.returncode == 2 and out(bad) == "" and len(err(bad).splitlines()) == 1
+    assert "is not a valid Python regular expression" in err(bad) and "pass -F" in err(bad)
+    literal = run("fs", "grep", "-a", "bot", "-F", "(")
+    assert literal.returncode == 1 and err(literal) == ""  # valid, nothing matched
 
 
 # -- 6: memagent tools -------------------------------------------------------------------------------

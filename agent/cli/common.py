@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.db import DatabaseMissing
-from memagent.vfs.errors import AgentNotFound, VfsError
+from memagent.vfs.errors import AgentNotFound, InvalidPattern, VfsError
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.terminal_text import shown
 
@@ -141,12 +141,16 @@ def fail(message: str, *, status: int = 1) -> NoReturn:
 
 
 def handled(fn: F) -> F:
-    """Run a command, turning user-facing errors into one line and exit 1."""
+    """Run a command, turning user-facing errors into one line and exit 1 (2 for a bad pattern)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except InvalidPattern as exc:
+            # A pattern the person typed is wrong: a usage mistake (2), as grep says, so a
+            # script never mistakes it for "no match" (1).
+            fail(cli_words(str(exc)), status=2)
         except VfsError as exc:
             # Validation errors carry a summary line plus one line per problem.
             fail(cli_words(str(exc)))
