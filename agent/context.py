@@ -422,6 +422,8 @@ class ContextWindow:
         # The budget under which the current folding is known to be needed (it was
         # made or checked under it); None: check before the next request.
         self._folded_under: int | None = None
+        # An unfolding found by report() (/context) is told with the next request.
+        self._unfold_note: str | None = None
 
     @property
     def limit(self) -> int:
@@ -432,9 +434,10 @@ class ContextWindow:
         self.folding = folding or Folding()
         self.last = None
         self._folded_under = None
+        self._unfold_note = None
 
     def _unfold_if_room(self, system: list[dict[str, Any]], tools: list[dict[str, Any]],
-                        messages: list[dict[str, Any]], max_tokens: int, notice: Notice | None) -> None:
+                        messages: list[dict[str, Any]], max_tokens: int) -> None:
         if not self.folding.folded or self._folded_under == self.budget:
             return
         self._folded_under = self.budget
@@ -443,9 +446,8 @@ class ContextWindow:
             return
         folded = self.folding.folded
         self.folding = Folding()
-        if notice is not None:
-            notice(f"context: the {folded} earlier messages folded into the summary are back in full "
-                   f"(the {self.budget:,}-token budget holds the whole thread)")
+        self._unfold_note = (f"context: the {folded} earlier messages folded into the summary are back in "
+                             f"full (the {self.budget:,}-token budget holds the whole thread)")
 
     # -- the request --------------------------------------------------------------------
 
@@ -459,7 +461,10 @@ class ContextWindow:
         ``notice`` gets one line for the person when turns are folded.
         """
         limit = self.limit
-        self._unfold_if_room(system, tools, messages, max_tokens, notice)
+        self._unfold_if_room(system, tools, messages, max_tokens)
+        if self._unfold_note is not None and notice is not None:
+            notice(self._unfold_note)
+            self._unfold_note = None
         shaped = self._shape(system, tools, messages, max_tokens, self.folding.folded)
         if shaped.tokens > limit:
             start = self._fold_point(system, tools, messages, limit)
@@ -672,5 +677,5 @@ class ContextWindow:
                messages: list[dict[str, Any]], max_tokens: int) -> Shaped:
         """The figures of the request that would be sent now (nothing is folded; a
         folding the budget no longer needs is undone, as the next request would)."""
-        self._unfold_if_room(system, tools, messages, max_tokens, None)
+        self._unfold_if_room(system, tools, messages, max_tokens)
         return self._shape(system, tools, messages, max_tokens, self.folding.folded)

@@ -220,3 +220,21 @@ def test_a_thread_folded_under_a_small_budget_unfolds_when_resumed_under_a_large
     assert "back in full" in going.out + going.err
     head = large.requests[-1]["messages"][0]["content"][0]["text"]
     assert not head.startswith(SUMMARY_OPEN) and head == "Point zero: the first thing said."
+
+
+def test_the_unfolding_line_is_shown_even_when_context_was_looked_at_first(store: SqlStore) -> None:
+    # /context undid the folding silently, so the next request in the same session
+    # never said the earlier messages were back in full.
+    small = ScriptedModel()
+    _answers(small, 60)
+    turns = ["Point zero: the first thing said."] + [f"Point {i}. " + "detail " * 120 for i in range(1, 12)]
+    first = chat(store, small, turns, budget=4_000)
+    assert first.session.agent.context.folding.folded > 0
+    large = ScriptedModel()
+    _answers(large, 4)
+    both = chat(store, large, ["/context", "and now?"], thread_id=first.session.agent.thread_id or "",
+                budget=100_000)
+    shown_text = both.out + both.err
+    assert "0 earlier messages folded" in shown_text
+    assert shown_text.count("back in full") == 1
+    assert shown_text.index("back in full") > shown_text.index("0 earlier messages folded")
