@@ -238,3 +238,19 @@ def test_the_unfolding_line_is_shown_even_when_context_was_looked_at_first(store
     assert "0 earlier messages folded" in shown_text
     assert shown_text.count("back in full") == 1
     assert shown_text.index("back in full") > shown_text.index("0 earlier messages folded")
+
+
+def test_a_long_tool_result_line_wraps_under_its_marker_at_80_columns(api: FakeMessagesAPI,
+                                                                      store: SqlStore) -> None:
+    # An MCP result (one line of JSON, up to 100 characters) wrapped flush left at 80 columns.
+    store.write("agent:bot", "/notes/wide.md", "WIDE-START " + "alpha beta gamma delta " * 6 + "WIDE-END\n")
+    api.enqueue_tool_use("grep", {"pattern": "WIDE-START", "output_mode": "content"})
+    api.enqueue_text("DONE-ANSWER")
+    screen = start(api)
+    pos = screen.wait_for("bot>")
+    screen.type("find the wide line")
+    pos = screen.wait_for("⎿  /notes/wide.md:1:WIDE-START", after=pos)
+    screen.wait_for("DONE-ANSWER", after=pos)
+    rows = [row.rstrip() for row in screen.text[pos:].replace("\r", "").split("\n")]
+    continuation = rows[1]
+    assert "⎿" not in continuation and continuation.startswith("     ") and continuation.strip(), rows[:3]

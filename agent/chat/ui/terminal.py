@@ -571,7 +571,11 @@ class TerminalUI(UI):
             self._print(Hanging(indent + "  ⎿  " + shown(result.content).replace("\n", "\n     " + indent),
                                 lambda line, width: hang, style="red"))
         else:
-            self._print(Text(indent + "  ⎿  " + shown(result_summary(name, result)), style="dim"))
+            # A summary wider than the terminal wraps under its text, not at the left edge
+            # where it would read as the agent's words.
+            hang = len(indent) + 5
+            self._print(Hanging(indent + "  ⎿  " + shown(result_summary(name, result)),
+                                lambda line, width: hang, style="dim"))
 
     def on_retry(self, note: str) -> None:
         # Printed above the spinner, which keeps turning while the SDK waits.
