@@ -385,7 +385,7 @@ def test_http_sessions_keep_their_own_reads(sqlite_url: str) -> None:
 
 def test_bearer_token_off_loopback(sqlite_url: str) -> None:
     refused = run("mcp", "serve", "demo", "--http", "0.0.0.0:1", env={"MEMAGENT_MCP_TOKEN": ""})
-    assert refused.returncode == 1
+    assert refused.returncode == 2  # a usage mistake: nothing started
     assert err(refused).strip().splitlines() == [
         "memagent: serving on 0.0.0.0 (not loopback) needs a bearer token: set $MEMAGENT_MCP_TOKEN or pass "
         "--token, and give clients the header 'Authorization: Bearer <token>'"]
@@ -442,7 +442,7 @@ def test_start_and_stop_like_a_person(sqlite_url: str) -> None:
     p = run("mcp", "serve", "nobody", stdin="")
     assert p.returncode == 1 and err(p).strip().count("\n") == 0 and "no agent named 'nobody'" in err(p)
     p = run("mcp", "serve", "demo", "--http", "nowhere")
-    assert p.returncode == 1 and err(p).strip() == ("memagent: --http takes HOST:PORT, e.g. 127.0.0.1:8765 "
+    assert p.returncode == 2 and err(p).strip() == ("memagent: --http takes HOST:PORT, e.g. 127.0.0.1:8765 "
                                                     "(got 'nowhere')")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

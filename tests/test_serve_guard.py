@@ -195,7 +195,7 @@ def data(r: httpx2.Response) -> dict[str, Any]:
 def test_without_a_token_only_the_exact_loopback_names_start(db: str, host: str) -> None:
     p = run("mcp", "serve", "demo", "--http", f"{host}:8765", env={"MEMAGENT_MCP_TOKEN": ""})
     lines = err(p).strip().splitlines()
-    assert p.returncode == 1 and len(lines) == 1, err(p)
+    assert p.returncode == 2 and len(lines) == 1, err(p)  # a usage mistake
     assert lines[0].startswith(f"memagent: serving on {host.strip('[]')} (")
     assert "needs a bearer token: set $MEMAGENT_MCP_TOKEN or pass --token" in lines[0]
     if host.startswith("127."):
@@ -213,7 +213,7 @@ def test_allow_host_needs_a_token_and_a_plain_name(db: str) -> None:
     ]:
         p = run("mcp", "serve", "demo", *args, env={"MEMAGENT_MCP_TOKEN": ""}, stdin="")
         lines = err(p).strip().splitlines()
-        assert p.returncode == 1 and len(lines) == 1 and lines[0].startswith("memagent: " + message), (args, err(p))
+        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("memagent: " + message), (args, err(p))
 
 
 # -- DNS rebinding ---------------------------------------------------------------------------------

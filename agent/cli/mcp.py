@@ -72,12 +72,16 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
     from memagent.vfs.proposals import ProposalStore
     from memagent.vfs.scopes import AgentView
 
-    address = parse_address(http) if http else None
-    allowed = parse_allowed_hosts(allow_host)
-    if allowed and address is None:
-        raise UsageError("--allow-host is for --http HOST:PORT (stdio has no Host header)")
+    try:
+        address = parse_address(http) if http else None
+        allowed = parse_allowed_hosts(allow_host)
+        if allowed and address is None:
+            raise UsageError("--allow-host is for --http HOST:PORT (stdio has no Host header)")
+        if address is not None:
+            check_binding(address[0], token, allowed)
+    except UsageError as exc:
+        fail(str(exc), status=2)  # the options are wrong together: a usage mistake, nothing started
     if address is not None:
-        check_binding(address[0], token, allowed)
         _check_port_free(*address)
     view = ctx.view(agent)
     store = view.store
