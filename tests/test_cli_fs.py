@@ -128,3 +128,15 @@ def test_glob_with_an_absolute_pattern_naming_a_mount_matches_inside_it() -> Non
     assert out(run("fs", "glob", "/knowledge/*.md", "-a", "demo", env=env)) == "/knowledge/tea.md\n"
     assert out(run("fs", "glob", "/**/*.md", "-a", "demo", env=env)) == (
         "/AGENTS.md\n/knowledge/tea.md\n/user/prefs.md\n")
+
+
+def test_an_unknown_agent_whose_name_init_would_refuse_is_not_suggested_to_init() -> None:
+    # `memagent export 'My Agent' out` said "create it with `memagent init My Agent`", which fails.
+    for db_exists in (False, True):
+        if db_exists:
+            run("init", "demo")
+        p = run("fs", "ls", "-a", "My Agent")
+        assert p.returncode == 1 and len(err(p).splitlines()) == 1
+        assert "memagent init" not in err(p) and "agent names are 1-64 characters" in err(p), err(p)
+    p = run("fs", "ls", "-a", "other")
+    assert "create it with `memagent init other`" in err(p)

@@ -106,6 +106,14 @@ def _count_lines(content: str) -> int:
     return content.count("\n") + (0 if content.endswith("\n") else 1)
 
 
+def no_agent_message(name: str) -> str:
+    """The one line for an agent that does not exist; `memagent init` is suggested only
+    for a name it would accept."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name or ""):
+        return f"no agent named {name!r} ({AGENT_NAME_HELP}); list agents with `memagent agents`"
+    return f"no agent named {name!r}; create it with `memagent init {name}` or list agents with `memagent agents`"
+
+
 def check_agent_name(name: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name or ""):
         raise VfsError(f"invalid agent name {name!r}: {AGENT_NAME_HELP}")
@@ -261,10 +269,7 @@ class SqlStore:
         with self._read() as conn:
             found = conn.scalar(select(agents.c.id).where(agents.c.name == name))
         if found is None:
-            raise AgentNotFound(
-                f"no agent named {name!r}; create it with `memagent init {name}` "
-                "or list agents with `memagent agents`"
-            )
+            raise AgentNotFound(no_agent_message(name))
 
     # -- reading ------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from memagent.vfs import SqlStore, open_store
 from memagent.vfs.db import DatabaseMissing
 from memagent.vfs.errors import AgentNotFound, InvalidPattern, VfsError
 from memagent.vfs.scopes import AgentView
+from memagent.vfs.store import no_agent_message
 from memagent.vfs.terminal_text import shown
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,8 +88,7 @@ class Ctx:
             if chosen is None:
                 raise
             # No database yet: the agent is what is missing, and init creates both.
-            raise AgentNotFound(f"no agent named {chosen[0]!r}; create it with `memagent init {chosen[0]}` "
-                                "or list agents with `memagent agents`") from None
+            raise AgentNotFound(no_agent_message(chosen[0])) from None
         name = self.agent_name(agent)
         store.require_agent(name)
         return AgentView(store, name, user=config.user_id(), org=config.org_id())
