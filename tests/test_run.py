@@ -186,6 +186,20 @@ def test_model_failure_exits_1(api: FakeMessagesAPI, home: SqlStore) -> None:
     assert "model request failed" in data["error"] and "Traceback" not in err(p)
 
 
+def test_a_turn_cut_by_max_steps_exits_1_and_says_how_to_go_on(api: FakeMessagesAPI, home: SqlStore) -> None:
+    for _ in range(2):
+        api.enqueue_tool_use("read_file", {"file_path": "/AGENTS.md"})
+    p = memagent("run", "notes", "read it twice", "--max-steps", "1", "--json", env=env_for(api))
+    assert p.returncode == 1, err(p)
+    data = json.loads(out(p))
+    assert data["stopped"] == "step_limit"
+    hint = f"`memagent run notes --thread {data['thread']} continue`"
+    assert hint in data["error"] and hint in err(p)
+    api.enqueue_text("Went on.")
+    p = memagent("run", "notes", "--thread", data["thread"], "continue", env=env_for(api))
+    assert p.returncode == 0 and out(p).strip() == "Went on.", err(p)
+
+
 def respond_per_task(body: dict[str, Any]) -> dict[str, Any] | str:
     """Each run writes the file its task names, then answers; runs interleave freely."""
     last = body["messages"][-1]

@@ -177,7 +177,9 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
     made = list(log.made)  # the agent's and its subagents' (they share the log)
     stopped = result.stopped if result is not None else "error"
     if result is not None and stopped not in FINISHED:
-        failure = f"the turn stopped early ({stopped}); see the thread with `memagent chat --thread {agent_.thread_id}`"
+        failure = (f"the turn stopped early ({stopped}); let it go on with `memagent run {view.agent} "
+                   f"--thread {agent_.thread_id} continue` (or read it: `memagent chat {view.agent} "
+                   f"--thread {agent_.thread_id}`)")
     queued = [{"proposal": pid, "op": op, "path": path} for pid, op, path in log.queued]
     if as_json:
         usage = asdict(result.usage) if result is not None else {}
