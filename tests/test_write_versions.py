@@ -192,12 +192,17 @@ def test_versionless_writes_in_flight_together_in_one_session(store: SqlStore) -
     assert refused.is_error and refused.content == (
         "/n.md changed since you read it (you saw version 1, it is now version 2); read it again and "
         "re-apply your change")
-    # A file the session had not read: an edit in flight with another call's edit is refused too.
+    # A file the session had not read is refused at once (over MCP an edit needs a read, as a
+    # blind write does).
     store.write(S, "/m.md", "a\n")
+    blind = s.run("edit_file", {"file_path": "/m.md", "old_string": "a", "new_string": "b"})
+    assert blind.is_error and "you have not read it" in blind.content
+    # Read once, then two edits in flight together: the second is refused.
+    assert not s.run("read_file", {"file_path": "/m.md"}).is_error
     first, second = s.basis(), s.basis()
     assert not s.run("edit_file", {"file_path": "/m.md", "old_string": "a", "new_string": "b"}, first).is_error
     refused = s.run("edit_file", {"file_path": "/m.md", "old_string": "b", "new_string": "c"}, second)
-    assert refused.is_error and refused.content.startswith("/m.md changed since you read it (another call")
+    assert refused.is_error and refused.content.startswith("/m.md changed since you read it")
     # A call that arrives after the write finished is based on it (the documented limit).
     assert not s.run("edit_file", {"file_path": "/m.md", "old_string": "b", "new_string": "c"}).is_error
     assert store.read(S, "/n.md").content == "one\ntwo\n" and store.read(S, "/m.md").content == "c\n"
