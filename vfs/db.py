@@ -6,11 +6,15 @@ Invariants:
   processes never both read a snapshot and then fail to upgrade it to a write lock.
 - ``connect`` leaves the schema at the newest migration: Alembic runs only when the
   recorded revision differs from head, so a warm start costs one small query.
-- Migrations never run twice at once: on Postgres a session advisory lock (fixed key
-  ``MIGRATION_LOCK``, on a connection of its own) is held around the Alembic run and
-  the revision is read again once it is held, so processes that start together on
-  an empty database wait for the first one instead of racing it; on SQLite the
-  ``BEGIN IMMEDIATE`` write lock does the same.
+- Migrations never run twice at once: on Postgres a transaction-level advisory lock
+  (fixed key ``MIGRATION_LOCK``) is taken first in the very transaction that runs
+  Alembic, and the revision is read again once it is held, so processes that start
+  together on an empty database wait for the first one instead of racing it; on
+  SQLite the ``BEGIN IMMEDIATE`` write lock does the same.
+- No session state a transaction-pooling connection pooler (PgBouncer) would break:
+  no prepared statements (psycopg's automatic ones are off), no advisory lock held
+  across transactions, no ``SET`` without ``LOCAL``. Each transaction may run on a
+  different server session.
 - Connection failures surface as ``DatabaseUnavailable`` with the password masked,
   saying which step failed (opening the database, or migrating it).
 - A dropped connection is never handed out twice: once a caller has seen one die
@@ -29,8 +33,7 @@ import logging
 import select
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from functools import wraps
 from pathlib import Path
@@ -129,9 +132,8 @@ def create(url: str) -> Engine:
                 hide_password=False
             )
         # LIFO: the connection used last is used next, so a burst of calls runs on one
-        # connection whose server process has its catalog caches, statement plans and
-        # psycopg's prepared statements warm (FIFO rotated through every pooled one,
-        # each cold: ls took 3 ms instead of 1).
+        # connection whose server process has its catalog caches warm (FIFO rotated
+        # through every pooled one, each cold: ls took 3 ms instead of 1).
         engine = create_engine(url, connect_args=_pg_args(parsed), pool_use_lifo=True)
         _ping_when_idle(engine)
         return engine
@@ -364,41 +366,47 @@ def _socket_has_news(dbapi_conn: Any) -> bool:
 
 
 def _pg_args(parsed: Any) -> dict[str, Any]:
-    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
-        return {"connect_timeout": 10}
-    return {}
+    if parsed.get_backend_name() != "postgresql":
+        return {}
+    # No automatic prepared statements: a transaction-pooling PgBouncer may run the
+    # next transaction on another server session, where the statement does not exist.
+    args: dict[str, Any] = {"prepare_threshold": None}
+    if "connect_timeout" not in parsed.query:
+        args["connect_timeout"] = 10
+    return args
 
 
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
-        has = conn.dialect.has_table(conn, "alembic_version")
-        if not has:
-            return None
-        row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
-        return row[0] if row else None
+        return _revision_on(conn)
 
 
-@contextmanager
-def _migration_lock(engine: Engine) -> Iterator[None]:
-    """Hold the migration lock (Postgres; SQLite serialises writers by itself)."""
-    if engine.dialect.name != "postgresql":
-        yield
+def _revision_on(conn: Any) -> str | None:
+    if not conn.dialect.has_table(conn, "alembic_version"):
+        return None
+    row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
+    return row[0] if row else None
+
+
+def _take_migration_lock(conn: Any) -> None:
+    """Postgres: wait (bounded) for the migration lock, held until ``conn``'s transaction ends.
+
+    Transaction-scoped, so it works through a transaction-pooling PgBouncer and is
+    released by the commit or rollback that ends the migration, whatever happens.
+    SQLite needs nothing: its ``BEGIN IMMEDIATE`` already serialises writers.
+    """
+    if conn.dialect.name != "postgresql":
         return
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f"SET lock_timeout = '{MIGRATION_WAIT_SECONDS}s'"))
-        log.debug("waiting for the migration lock")
-        try:
-            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
-        except DBAPIError:
-            raise MigrationFailed(
-                current_revision(engine),
-                f"another process has been migrating it for over {MIGRATION_WAIT_SECONDS} s "
-                "and still holds the migration lock",
-            ) from None
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+    conn.execute(text(f"SET LOCAL lock_timeout = '{MIGRATION_WAIT_SECONDS}s'"))
+    log.debug("waiting for the migration lock")
+    try:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+    except DBAPIError:
+        raise MigrationFailed(
+            None,
+            f"another process has been migrating it for over {MIGRATION_WAIT_SECONDS} s "
+            "and still holds the migration lock",
+        ) from None
 
 
 def upgrade(engine: Engine) -> str | None:
@@ -410,25 +418,28 @@ def upgrade(engine: Engine) -> str | None:
     # Alembic (~0.3 s to import) only when there is something to migrate.
     from alembic import command
     from alembic.config import Config
-    with _migration_lock(engine):
-        # Another process may have migrated while this one waited for the lock.
-        before = current_revision(engine)
-        if before == HEAD:
-            log.debug("schema reached head %s while waiting for the migration lock", HEAD)
-            return before
-        log.info("migrating the schema from %s to %s", before or "an empty database", HEAD)
-        cfg = Config()
-        cfg.set_main_option("script_location", str(MIGRATIONS))
-        try:
-            with engine.connect().execution_options(**{WRITE: True}) as conn:
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-                conn.commit()
-        except SQLAlchemyError as exc:
-            detail = str(getattr(exc, "orig", None) or exc).strip()
-            reason = type(exc).__name__ + (": " + detail.splitlines()[0] if detail else "")
-            raise MigrationFailed(before, reason) from exc
-        log.info("schema migrated to %s", HEAD)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    try:
+        with engine.connect().execution_options(**{WRITE: True}) as conn:
+            _take_migration_lock(conn)
+            # Another process may have migrated while this one waited for the lock.
+            before = _revision_on(conn)
+            if before == HEAD:
+                log.debug("schema reached head %s while waiting for the migration lock", HEAD)
+                conn.rollback()
+                return before
+            log.info("migrating the schema from %s to %s", before or "an empty database", HEAD)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            conn.commit()
+    except MigrationFailed as exc:
+        raise MigrationFailed(before, exc.reason) from None
+    except SQLAlchemyError as exc:
+        detail = str(getattr(exc, "orig", None) or exc).strip()
+        reason = type(exc).__name__ + (": " + detail.splitlines()[0] if detail else "")
+        raise MigrationFailed(before, reason) from exc
+    log.info("schema migrated to %s", HEAD)
     return before
 
 
