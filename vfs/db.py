@@ -12,9 +12,12 @@ Invariants:
   together on an empty database wait for the first one instead of racing it; on
   SQLite the ``BEGIN IMMEDIATE`` write lock does the same.
 - No session state a transaction-pooling connection pooler (PgBouncer) would break:
-  no prepared statements (psycopg's automatic ones are off), no advisory lock held
-  across transactions, no ``SET`` without ``LOCAL``. Each transaction may run on a
-  different server session.
+  no prepared statements unless the connection is proven to reach the Postgres server
+  itself, no advisory lock held across transactions, no ``SET`` without ``LOCAL``.
+  Each transaction may run on a different server session. Proof of a direct line: a
+  TCP connection whose peer address and port are the ones the server reports as its
+  own (``inet_server_addr``/``inet_server_port``); a pooler answers from another
+  port or address, and a Unix socket proves nothing, so those run unprepared.
 - Connection failures surface as ``DatabaseUnavailable`` with the password masked,
   saying which step failed (opening the database, or migrating it).
 - A dropped connection is never handed out twice: once a caller has seen one die
@@ -29,6 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import select
 import time
@@ -53,12 +57,14 @@ from sqlalchemy.exc import (
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0009"
+HEAD = "0010"
 # Execution option that marks a connection whose transaction will write.
 WRITE = "memagent_write"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this
 # one spells "memagent").
 MIGRATION_LOCK = 0x6D656D6167656E74
+# psycopg's default: a query is prepared on its fifth run on a connection.
+PREPARE_THRESHOLD = 5
 # A pooled Postgres connection idle longer than this is tested before use (seconds).
 PING_AFTER_IDLE = 2.0
 # How long a process waits for another one's migration before giving up.
@@ -136,12 +142,51 @@ def create(url: str) -> Engine:
         # through every pooled one, each cold: ls took 3 ms instead of 1).
         engine = create_engine(url, connect_args=_pg_args(parsed), pool_use_lifo=True)
         _ping_when_idle(engine)
+        _prepare_only_when_direct(engine)
         return engine
     except (NoSuchModuleError, ImportError) as exc:
         raise DatabaseUnavailable(
             f"no driver for database URL {_shown(url)} ({exc}); use sqlite:/// or "
             "postgresql+psycopg://"
         ) from None
+
+
+def _prepare_only_when_direct(engine: Engine) -> None:
+    """Let psycopg prepare statements on connections proven to reach the server itself.
+
+    Prepared statements save planning on every repeated query (read 0.21 -> 0.26 ms
+    and ls 0.75 -> 1.05 ms without them), but a transaction-pooling PgBouncer runs
+    each transaction on any server session, where a statement prepared on another
+    one does not exist. Connections start unprepared (``_pg_args``); this turns
+    preparing on only when the line is proven direct.
+    """
+    if engine.dialect.name != "postgresql":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        if _direct_to_server(dbapi_conn):
+            dbapi_conn.prepare_threshold = PREPARE_THRESHOLD
+
+
+def _direct_to_server(dbapi_conn: Any) -> bool:
+    info = dbapi_conn.info
+    peer, port = getattr(info, "hostaddr", ""), getattr(info, "port", None)
+    if not peer:
+        return False  # a Unix socket: a pooler may listen on one too
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("SELECT host(inet_server_addr()), inet_server_port()")
+        row = cur.fetchone()
+    finally:
+        cur.close()
+        dbapi_conn.rollback()
+    if not row or row[0] is None or row[1] != port:
+        return False
+    try:
+        return bool(ipaddress.ip_address(row[0]) == ipaddress.ip_address(peer))
+    except ValueError:
+        return False
 
 
 def _ping_when_idle(engine: Engine) -> None:
@@ -368,8 +413,8 @@ def _socket_has_news(dbapi_conn: Any) -> bool:
 def _pg_args(parsed: Any) -> dict[str, Any]:
     if parsed.get_backend_name() != "postgresql":
         return {}
-    # No automatic prepared statements: a transaction-pooling PgBouncer may run the
-    # next transaction on another server session, where the statement does not exist.
+    # Unprepared until proven direct (``_prepare_only_when_direct``): a transaction-
+    # pooling PgBouncer may run the next transaction on another server session.
     args: dict[str, Any] = {"prepare_threshold": None}
     if "connect_timeout" not in parsed.query:
         args["connect_timeout"] = 10
