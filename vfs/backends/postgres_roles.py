@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from memagent.vfs.errors import VfsError
 from memagent.vfs.paths import scope_name
@@ -89,11 +91,25 @@ def is_postgres(engine: Engine | Connection) -> bool:
     return engine.dialect.name == "postgresql"
 
 
+def _needs_postgres(name: str) -> NeedsPostgres:
+    return NeedsPostgres(
+        f"roles and row-level security need Postgres; this database is {name} "
+        "(point --db / MEMAGENT_DB at a postgresql+psycopg:// URL)")
+
+
 def require_postgres(engine: Engine) -> None:
     if not is_postgres(engine):
-        raise NeedsPostgres(
-            "roles and row-level security need Postgres; this database is "
-            f"{engine.dialect.name} (point --db / MEMAGENT_DB at a postgresql+psycopg:// URL)")
+        raise _needs_postgres(engine.dialect.name)
+
+
+def require_postgres_url(url: str) -> None:
+    """Refuse a URL that is not Postgres before anything is opened (or created)."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        return  # opening it reports a malformed URL
+    if backend != "postgresql":
+        raise _needs_postgres(backend)
 
 
 def check_role_name(name: str) -> str:
@@ -185,6 +201,17 @@ def check_protected(conn: Connection) -> None:
                        "access (run `memagent db upgrade` as the database owner)")
 
 
+def require_owner(conn: Connection) -> None:
+    """Refuse, in one line, a caller that does not own the tables (only the owner grants)."""
+    owner = conn.scalar(text(
+        "SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class AS c "
+        "WHERE c.oid = to_regclass('memagent_grants')"))
+    if owner is False:
+        raise PermissionDenied(
+            f"only the database owner grants and revokes access; {conn.scalar(text('SELECT current_user'))!r} "
+            "is not (run this with the owner's URL)")
+
+
 def grant_privileges(conn: Connection, name: str) -> None:
     """The table, sequence and schema privileges a memagent process needs (idempotent)."""
     role = quote_ident(check_role_name(name))
@@ -216,6 +243,8 @@ def grant(engine: Engine, name: str, kind: GrantKind, ident: str, *, write: bool
         if not role_exists(conn, name):
             raise VfsError(f"no database role {name!r}; create it first: "
                            f"memagent db role create {name} --password-env VAR")
+        check_protected(conn)
+        require_owner(conn)
         grant_privileges(conn, name)
         conn.execute(text(
             "INSERT INTO memagent_grants(grantee, scope, write) VALUES (:r, :s, :w) "
@@ -231,6 +260,7 @@ def revoke(engine: Engine, name: str, kind: GrantKind, ident: str) -> int:
     with engine.begin() as conn:
         if not _has_grants_table(conn):
             return 0
+        require_owner(conn)
         return conn.execute(text(
             "DELETE FROM memagent_grants WHERE grantee = :r AND scope = ANY(:s)"),
             {"r": name, "s": scopes}).rowcount or 0
@@ -270,11 +300,8 @@ def _on_error(context: Any) -> None:
     reason = _refusal(context.original_exception)
     if reason is None:
         return
-    user = None
-    try:
-        user = context.engine.url.username
-    except AttributeError:
-        pass
+    url = getattr(context.engine, "url", None)
+    user = url.username if url is not None else None
     who = f"the database role {user!r}" if user else "this database role"
     raise PermissionDenied(
         f"{who} may not do this ({reason}); the database owner grants access with "
