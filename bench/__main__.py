@@ -34,6 +34,12 @@ if sys.argv[1:2] == ["eval"]:
 
     raise SystemExit(eval_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["concurrency"]:
+    # ``python -m bench concurrency``: many sessions on one Postgres, directly and through PgBouncer.
+    from bench.concurrency import main as concurrency_main
+
+    raise SystemExit(concurrency_main(sys.argv[2:]))
+
 from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())

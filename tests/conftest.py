@@ -5,6 +5,12 @@
 Postgres cases are skipped locally, but under CI (``CI=true``) they fail, so CI can
 never pass without exercising Postgres.
 
+The modules in ``PGBOUNCER_MODULES`` run their ``store``/``backend_url`` tests a third
+time, ``[pgbouncer]``: the same fresh Postgres database reached through a PgBouncer in
+transaction pooling mode (``MEMAGENT_TEST_PGBOUNCER_URL``; ``scripts/test`` starts a
+throwaway one), skipped without it locally and failing without it under CI, as
+Postgres does. ``MEMAGENT_TEST_PGBOUNCER=all`` runs every such test through it.
+
 Hypothesis runs the same examples on every run and machine (profile ``memagent``):
 no example database (a failure found once in a clone must not fail every later
 run there; a case worth keeping becomes an explicit ``@example``), derandomized,
@@ -49,7 +55,31 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
+PGBOUNCER_URL = os.environ.get("MEMAGENT_TEST_PGBOUNCER_URL")
 BACKENDS = ["sqlite", "postgres"]
+# The store-level modules whose tests also run through PgBouncer: the store's own
+# calls, the write path and its versions, the ls index, search and the import path,
+# the tool layer and a concurrent writer. Chosen to cover every kind of statement the
+# store sends while adding ~5 minutes to a CI run (bench/RESULTS.md, "PgBouncer").
+PGBOUNCER_MODULES = frozenset({
+    "test_store", "test_write_path", "test_write_versions",
+    "test_write_entrance", "test_ls_index", "test_hostile_search",
+    "test_import_versions", "test_search_memory", "test_hybrid_search",
+    "test_mcp", "test_conversation_files", "test_provenance",
+})
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixture's own params are applied
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Add the ``pgbouncer`` case to ``backend_url`` in the chosen modules."""
+    if "backend_url" not in metafunc.fixturenames:
+        return
+    if any("backend_url" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")):
+        return  # the test chose its own databases
+    if os.environ.get("MEMAGENT_TEST_PGBOUNCER") == "all" or metafunc.definition.path.stem in PGBOUNCER_MODULES:
+        # A mark, not metafunc.parametrize: pytest then leaves the fixture's own params out.
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("backend_url", [*BACKENDS, "pgbouncer"], indirect=True))
 
 
 @pytest.fixture(autouse=True)
@@ -89,21 +119,33 @@ def fresh_pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database URL of the requested backend (indirect parametrization)."""
-    backend = getattr(request, "param", "sqlite")
+def fresh_pgbouncer_url(fresh_pg_url: str) -> str:
+    """``fresh_pg_url``'s database, reached through the transaction-pooling PgBouncer."""
+    if not PGBOUNCER_URL:
+        if os.environ.get("CI"):
+            pytest.fail("MEMAGENT_TEST_PGBOUNCER_URL is not set; CI must test through PgBouncer")
+        pytest.skip("no PgBouncer (set MEMAGENT_TEST_PGBOUNCER_URL or run scripts/test)")
+    database = make_url(fresh_pg_url).database
+    return make_url(PGBOUNCER_URL).set(database=database).render_as_string(hide_password=False)
+
+
+def _url_of(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'memagent.db'}"
-    else:
-        yield request.getfixturevalue("fresh_pg_url")
+        return f"sqlite:///{tmp_path / 'memagent.db'}"
+    if backend == "pgbouncer":
+        return str(request.getfixturevalue("fresh_pgbouncer_url"))
+    return str(request.getfixturevalue("fresh_pg_url"))
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database URL of the requested backend (indirect parametrization)."""
+    return _url_of(getattr(request, "param", "sqlite"), request, tmp_path)
 
 
 @pytest.fixture(params=BACKENDS)
-def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'memagent.db'}"
-    else:
-        yield request.getfixturevalue("fresh_pg_url")
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _url_of(request.param, request, tmp_path)
 
 
 @pytest.fixture
