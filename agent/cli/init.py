@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import click
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from memagent.agent.cli import templates
 from memagent.agent.cli.common import Ctx, handled, program
@@ -21,7 +23,7 @@ def init(ctx: Ctx, agent: str, template: str) -> None:
     ctx.store.create_agent(agent, start)
     n = len(start)
     click.echo(f"created agent {agent!r} from template {template!r} "
-               f"({n} file{'s' if n != 1 else ''}) in {ctx.url}")
+               f"({n} file{'s' if n != 1 else ''}) in {_shown_url(ctx.url)}")
     prog, activate = program()
     click.echo(f"next: {prog} chat {agent}   (or: {prog} fs ls --agent {agent})")
     if activate:
@@ -55,3 +57,11 @@ def agents_cmd(ctx: Ctx) -> None:
         waiting = queue.count_pending(name)
         review = f", {waiting} edit{'s' if waiting != 1 else ''} waiting for review" if waiting else ""
         click.echo(f"{name}  ({n} file{'s' if n != 1 else ''}{review})")
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with its password masked: a user's role URL carries one (``memagent db role``)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
