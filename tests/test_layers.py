@@ -128,6 +128,7 @@ LAYERS = {
     "memagent.vfs.migrations.versions": "vfs",
     "memagent.vfs.embeddings": "vfs",
     "memagent.vfs.embeddings.providers": "vfs",
+    "memagent.vfs.backends": "vfs",
     "memagent.agent.model": "model",
     "memagent.agent.model.providers": "model",
     "memagent.agent.mcp": "mcp",

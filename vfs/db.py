@@ -54,12 +54,12 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
+from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, backend_for_url
+from memagent.vfs.backends.base import WRITE as WRITE  # the writing connections' option, re-exported
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0010"
-# Execution option that marks a connection whose transaction will write.
-WRITE = "memagent_write"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this
 # one spells "memagent").
 MIGRATION_LOCK = 0x6D656D6167656E74
@@ -99,24 +99,7 @@ def _sqlite_engine(url: str) -> Engine:
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": 30}, pool_use_lifo=True)  # see create()
 
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Take over BEGIN from pysqlite so writes can start IMMEDIATE.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        if conn.get_execution_options().get(WRITE):
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            conn.exec_driver_sql("BEGIN")
-
+    SQLITE.engine_setup(engine)  # WAL, BEGIN IMMEDIATE for writers
     return engine
 
 
@@ -130,9 +113,10 @@ def create(url: str) -> Engine:
             "postgresql+psycopg://USER@HOST/DB"
         ) from None
     try:
-        if parsed.get_backend_name() == "sqlite":
+        backend = backend_for_url(parsed)
+        if backend is SQLITE:
             return _sqlite_engine(url)
-        if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        if backend is POSTGRES and parsed.drivername == "postgresql":
             # Plain postgresql:// would pick psycopg2, which we do not ship.
             url = parsed.set(drivername="postgresql+psycopg").render_as_string(
                 hide_password=False
@@ -160,7 +144,7 @@ def _prepare_only_when_direct(engine: Engine) -> None:
     one does not exist. Connections start unprepared (``_pg_args``); this turns
     preparing on only when the line is proven direct.
     """
-    if engine.dialect.name != "postgresql":
+    if backend_for_url(engine.url) is not POSTGRES:
         return
 
     @event.listens_for(engine, "connect")
@@ -411,7 +395,7 @@ def _socket_has_news(dbapi_conn: Any) -> bool:
 
 
 def _pg_args(parsed: Any) -> dict[str, Any]:
-    if parsed.get_backend_name() != "postgresql":
+    if backend_for_url(parsed) is not POSTGRES:
         return {}
     # Unprepared until proven direct (``_prepare_only_when_direct``): a transaction-
     # pooling PgBouncer may run the next transaction on another server session.
@@ -440,12 +424,9 @@ def _take_migration_lock(conn: Any) -> None:
     released by the commit or rollback that ends the migration, whatever happens.
     SQLite needs nothing: its ``BEGIN IMMEDIATE`` already serialises writers.
     """
-    if conn.dialect.name != "postgresql":
-        return
-    conn.execute(text(f"SET LOCAL lock_timeout = '{MIGRATION_WAIT_SECONDS}s'"))
     log.debug("waiting for the migration lock")
     try:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+        backend_for(conn).migration_lock(conn, MIGRATION_WAIT_SECONDS, MIGRATION_LOCK)
     except DBAPIError:
         raise MigrationFailed(
             None,
@@ -499,7 +480,7 @@ def require_existing(url: str) -> None:
         parsed = make_url(url)
     except ArgumentError:
         return  # ``create`` reports a malformed URL
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+    if backend_for_url(parsed) is not SQLITE or not parsed.database or parsed.database == ":memory:":
         return
     if not Path(parsed.database).expanduser().is_file():
         raise DatabaseMissing(

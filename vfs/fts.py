@@ -23,8 +23,6 @@ answer always comes from ``search.scan`` on the candidates' real content.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
@@ -36,9 +34,9 @@ from sqlalchemy import (
     or_,
     select,
     table,
-    text,
 )
 
+from .backends import Features, backend_for
 from .models import files
 from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 
@@ -51,31 +49,9 @@ _fts = table("files_fts", column("rowid"))
 _pending = table("fts_pending", column("id"))
 
 
-@dataclass(frozen=True)
-class Features:
-    """Which search indexes the connected database has (migration 0003)."""
-
-    dialect: str
-    sqlite_fts: bool = False
-    sqlite_pending: bool = False  # fts_pending (0008): rows the FTS5 indexes lag behind
-    pg_trgm: bool = False
-
-
 def detect(conn: Connection) -> Features:
-    name = conn.dialect.name
-    if name == "sqlite":
-        have = set(conn.scalars(text(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('files_fts', 'fts_pending')")))
-        return Features(name, sqlite_fts="files_fts" in have, sqlite_pending="fts_pending" in have)
-    if name == "postgresql":
-        found = conn.execute(
-            text(
-                "SELECT 1 FROM pg_indexes WHERE tablename = 'files' "
-                "AND indexname = 'ix_files_content_trgm'"
-            )
-        ).first()
-        return Features(name, pg_trgm=found is not None)
-    return Features(name)
+    """Which pre-filter indexes the connected database has (its backend looks)."""
+    return backend_for(conn).search_features(conn)
 
 
 def _trigrams(needle: Needle) -> list[str]:

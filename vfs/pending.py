@@ -43,45 +43,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from memagent.vfs.db import WRITE
+from memagent.vfs.backends import backend_for
+from memagent.vfs.backends import sqlite as sqlite_backend
 
 log = logging.getLogger("memagent.vfs")
 
 DELAY = 0.05
 MAX_DELAY = 1.0
 
-# Every GIN index of ``files``, looked up each time: a large bulk load drops and
-# re-creates them (new OIDs), and a database without pg_trgm has only one.
-_MERGE = text(
-    "SELECT gin_clean_pending_list(c.oid) FROM pg_index i "
-    "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-    "WHERE i.indrelid = to_regclass('files') AND a.amname = 'gin'"
-)
-# What ``search`` waits for: only the full-text index it reads (merging a list costs
-# milliseconds per index even for one write's entries; grep's trigram list waits
-# for the thread).
-_MERGE_SEARCH = text("SELECT gin_clean_pending_list(to_regclass('ix_files_search_doc'))")
-# SQLite: the text each FTS5 index holds for a pending row out, the row's current
-# text in (migration 0008 states the invariant these keep).
-SQLITE_MERGE = {
-    "files_fts": (
-        "INSERT INTO files_fts(files_fts, rowid, content) "
-        "SELECT 'delete', id, content FROM fts_pending WHERE content IS NOT NULL",
-        "INSERT INTO files_fts(rowid, content) SELECT f.id, f.content FROM fts_pending AS p "
-        "JOIN files AS f ON f.id = p.id WHERE f.content IS NOT NULL",
-    ),
-    "files_search": (
-        "INSERT INTO files_search(files_search, rowid, path, content) "
-        "SELECT 'delete', id, path, content FROM fts_pending WHERE content IS NOT NULL",
-        "INSERT INTO files_search(rowid, path, content) SELECT f.id, f.path, f.content "
-        "FROM fts_pending AS p JOIN files AS f ON f.id = p.id WHERE f.content IS NOT NULL",
-    ),
-}
-_SQLITE_TABLES = text("SELECT name FROM sqlite_master WHERE type = 'table' "
-                      "AND name IN ('fts_pending', 'files_fts', 'files_search')")
+# Re-exported for bench/floors.py (the statements are the SQLite backend's).
+SQLITE_MERGE = sqlite_backend.SQLITE_MERGE
+
 _OWN = "memagent_pending_merge"  # execution option marking the merge's own connection
 OWN_CONNECTION = _OWN  # for other background writers (vfs/embeddings/index.py)
 _INSUFFICIENT_PRIVILEGE = "42501"
@@ -94,8 +69,10 @@ class PendingLists:
                  background: Callable[[], None] | None = None) -> None:
         self._engine = engine
         self._background = background
-        self._sqlite = engine.dialect.name == "sqlite"
-        self._threaded = not (self._sqlite and engine.url.database in (None, "", ":memory:"))
+        self._backend = backend_for(engine)
+        # The database's own list says what anyone left pending (SQLite's fts_pending).
+        self._shared = self._backend.pending_shared
+        self._threaded = self._backend.merges_in_background(engine)
         self.delay = delay
         self.max_delay = max_delay
         self._cond = threading.Condition()
@@ -154,20 +131,14 @@ class PendingLists:
             with self._cond:
                 if self.off:
                     return
-                if not (self._sqlite and search_only) and not (
+                if not (self._shared and search_only) and not (
                         self._search_dirty if search_only else self.dirty):
                     return
                 self._search_dirty = False
-                if self._sqlite or not search_only:
+                if self._shared or not search_only:
                     self._dirty_since = None
             try:
-                if self._sqlite:
-                    merged = self._merge_sqlite()
-                else:
-                    with self._engine.connect().execution_options(
-                            isolation_level="AUTOCOMMIT", **{_OWN: True}) as conn:
-                        conn.execute(_MERGE_SEARCH if search_only else _MERGE).all()
-                    merged = True
+                merged = self._backend.merge_pending(self._engine, search_only=search_only, own=_OWN)
                 self.merges += merged
             except DBAPIError as exc:
                 code = getattr(exc.orig, "sqlstate", None)
@@ -179,19 +150,6 @@ class PendingLists:
                     log.debug("merging the search indexes' pending entries failed: %s", exc.orig)
             except SQLAlchemyError as exc:  # pool or connection trouble: try again after the next write
                 log.debug("merging the search indexes' pending entries failed: %s", exc)
-
-    def _merge_sqlite(self) -> bool:
-        with self._engine.connect().execution_options(**{_OWN: True}) as conn:
-            tables = set(conn.scalars(_SQLITE_TABLES))
-            if "fts_pending" not in tables or not _has_pending(conn):
-                return False  # a schema before 0008, or nothing to merge: no write lock taken
-        with self._engine.connect().execution_options(**{WRITE: True, _OWN: True}) as conn, conn.begin():
-            for index, statements in SQLITE_MERGE.items():
-                if index in tables:
-                    for statement in statements:
-                        conn.exec_driver_sql(statement)
-            conn.exec_driver_sql("DELETE FROM fts_pending")
-        return True
 
     def close(self) -> None:
         """Merge what this store left pending, stop the thread, and stop listening."""
@@ -205,6 +163,3 @@ class PendingLists:
         if event.contains(self._engine, "commit", self._on_commit):
             event.remove(self._engine, "commit", self._on_commit)
 
-
-def _has_pending(conn: Connection) -> bool:
-    return conn.exec_driver_sql("SELECT EXISTS (SELECT 1 FROM fts_pending)").scalar() == 1

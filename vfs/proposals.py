@@ -36,7 +36,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine, and_, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from memagent.vfs.db import WRITE
+from memagent.vfs.backends import WRITE, Database
 from memagent.vfs.models import messages, proposals, reflection_runs, threads
 
 RunStatus = Literal["running", "done", "empty", "failed", "abandoned", "dry-run"]
@@ -164,8 +164,10 @@ def _holder_dead(holder: str) -> bool:
 class ProposalStore:
     """Reflection runs, their lock, the messages they read, and the proposal queue."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, db: Database | Engine) -> None:
+        # The store's ``Database`` (``store.db``); an ``Engine`` is wrapped in one.
+        self.db = Database.of(db)
+        self.engine = self.db.engine
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:

@@ -48,6 +48,9 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, text
 
+from memagent.vfs.backends import backend_for
+from memagent.vfs.backends.base import RankIndex
+
 MAX_QUERY_CHARS = 2000
 MAX_TERMS = 24
 MAX_TERM_CHARS = 64
@@ -257,37 +260,23 @@ class _Row:
     score: float
 
 
-def _features(conn: Connection) -> str:
-    """``fts5``, ``tsvector`` or ``scan``: which index this database has (migration 0005)."""
-    if conn.dialect.name == "sqlite":
-        found = conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files_search'").first()
-        return "fts5" if found else "scan"
-    if conn.dialect.name == "postgresql":
-        found = conn.exec_driver_sql(
-            "SELECT 1 FROM information_schema.columns WHERE table_name = 'files' "
-            "AND column_name = 'search_doc'").first()
-        return "tsvector" if found else "scan"
-    return "scan"
-
-
 class FullTextRanker:
     """``Ranker`` over the database's full-text index (see the module docstring)."""
 
     name = "fulltext"
 
     def __init__(self) -> None:
-        self._kind: dict[str, str] = {}
+        self._kind: dict[str, RankIndex] = {}  # by backend name
 
     def rank(self, conn: Connection, scopes: Sequence[str], query: str, k: int) -> list[Ranked]:
         words = searched(terms(query))
         k = max(1, min(int(k), MAX_K))
         if not words or not scopes:
             return []
-        dialect = conn.dialect.name
-        if dialect not in self._kind:
-            self._kind[dialect] = _features(conn)
-        kind = self._kind[dialect]
+        backend = backend_for(conn)
+        if backend.name not in self._kind:
+            self._kind[backend.name] = backend.rank_index(conn)
+        kind = self._kind[backend.name]
         placeholders, params = _in_scopes(scopes)
         if kind == "fts5":
             rows: Sequence[Any] | None = _sqlite_two_stage(conn, scopes, fts5_match(words), k)

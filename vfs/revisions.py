@@ -24,10 +24,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, cast, insert, select, text, update
+from sqlalchemy import Connection, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import paths
+from memagent.vfs.backends import backend_for, postgres_roles
+from memagent.vfs.backends.base import INSERT_REVISION, STATE_COLUMNS
 from memagent.vfs.errors import InvalidPath, IsADirectory, StaleVersion, ValidationFailed
 from memagent.vfs.models import files, revisions
 from memagent.vfs.types import Approval, Author, Origin
@@ -52,7 +54,7 @@ def check_message(shown: str, message: str) -> None:
         raise ValidationFailed(shown, problems)
 
 
-_STATE_COLUMNS = ("content", "size", "sha256", "deleted", "updated_at")
+_STATE_COLUMNS = STATE_COLUMNS
 
 
 def _state(content: str | None, at: datetime) -> dict[str, Any]:
@@ -73,32 +75,8 @@ def origin_columns(origin: Origin | None, author: Author) -> dict[str, Any]:
             "origin_detail": o.detail[:500] or None}
 
 
-# The two statements of every overwrite and edit, built once: constructing a Core
-# statement costs more than SQLite takes to run it (bind names prefixed ``w_`` where
-# they would clash with a column set in ``values``).
-_UPDATE_LIVE = (
-    update(files)
-    .where(files.c.scope == bindparam("w_scope"), files.c.path == bindparam("w_path"),
-           files.c.version == bindparam("w_expected"), files.c.deleted.is_(False))
-    .values(version=files.c.version + 1, **{c: bindparam(c) for c in _STATE_COLUMNS})
-    .returning(files.c.id, files.c.version)
-)
-_INSERT_REVISION = insert(revisions)
-
-# Postgres: both as one statement (the UPDATE a CTE the revision INSERT reads), so an
-# overwrite is one round trip, and, being one statement, atomic without BEGIN and
-# COMMIT (``SqlStore.commit`` runs it in autocommit). No row back: the file was not
-# at the expected version, and the revision INSERT inserted nothing either.
-_REVISION_VALUES = ("author", "approval", "message", "content", "deleted", "size", "created_at",
-                    "origin", "origin_thread", "origin_turn", "origin_run", "origin_detail")
-_UPDATED = _UPDATE_LIVE.cte("updated")
-_PG_OVERWRITE = (
-    insert(revisions)
-    .from_select(["file_id", "version", *_REVISION_VALUES], select(
-        _UPDATED.c.id, _UPDATED.c.version,
-        *(cast(bindparam(f"r_{c}"), revisions.c[c].type) for c in _REVISION_VALUES)))
-    .returning(revisions.c.version)
-)
+# The statements shared by every database (the dialect-specific ones are the backend's).
+_INSERT_REVISION = INSERT_REVISION
 
 
 def stale(shown: str, expected: int, current: int | None, live: bool) -> StaleVersion:
@@ -162,41 +140,36 @@ def append(conn: Connection, scope: str, path: str, content: str | None, *, expe
     at = now()
     state = _state(content, at)
     provenance = origin_columns(origin, author)
-    if expected and conn.dialect.name == "postgresql":
+    if expected:
+        # Update the live row at ``expected`` and append its revision (one statement
+        # where the backend can: see its ``overwrite``).
         revision = {"author": author, "approval": approval, "message": message, "content": content,
                     "deleted": content is None, "size": state["size"], "created_at": at, **provenance}
-        version = conn.execute(_PG_OVERWRITE, {
-            "w_scope": scope, "w_path": path, "w_expected": expected, **state,
-            **{f"r_{k}": v for k, v in revision.items()}}).scalar()
+        version = backend_for(conn).overwrite(
+            conn, {"w_scope": scope, "w_path": path, "w_expected": expected}, state, revision)
         if version is None:
             raise _stale_now(conn, scope, path, shown, expected)
         log.debug("%s %s: version %d by %s (%s)", scope, path, version, author, approval)
-        return int(version)
-    if expected:
-        row = conn.execute(_UPDATE_LIVE, {"w_scope": scope, "w_path": path, "w_expected": expected,
-                                          **state}).first()
-        if row is None:
-            raise _stale_now(conn, scope, path, shown, expected)
-    else:
-        # Not live: bring a deleted row back (its history continues), else insert.
-        row = conn.execute(
-            update(files)
-            .where(files.c.scope == scope, files.c.path == path, files.c.deleted.is_(True))
-            .values(version=files.c.version + 1, **state)
-            .returning(files.c.id, files.c.version)
-        ).first()
-        if row is None:
-            try:
-                row = conn.execute(
-                    insert(files)
-                    .values(scope=scope, path=path, version=1, created_at=at, **state)
-                    .returning(files.c.id, files.c.version)
-                ).one()
-            except IntegrityError:
-                raise StaleVersion(
-                    f"{shown} was created by someone else while you were writing it; "
-                    "read it and re-apply your change"
-                ) from None
+        return version
+    # Not live: bring a deleted row back (its history continues), else insert.
+    row = conn.execute(
+        update(files)
+        .where(files.c.scope == scope, files.c.path == path, files.c.deleted.is_(True))
+        .values(version=files.c.version + 1, **state)
+        .returning(files.c.id, files.c.version)
+    ).first()
+    if row is None:
+        try:
+            row = conn.execute(
+                insert(files)
+                .values(scope=scope, path=path, version=1, created_at=at, **state)
+                .returning(files.c.id, files.c.version)
+            ).one()
+        except IntegrityError:
+            raise StaleVersion(
+                f"{shown} was created by someone else while you were writing it; "
+                "read it and re-apply your change"
+            ) from None
     conn.execute(_INSERT_REVISION, {
         "file_id": row.id, "version": row.version, "author": author, "approval": approval, "message": message,
         "content": content, "deleted": content is None, "size": state["size"], "created_at": at,
@@ -211,6 +184,12 @@ def _stale_now(conn: Connection, scope: str, path: str, shown: str, expected: in
     current = conn.execute(
         select(files.c.version, files.c.deleted).where(files.c.scope == scope, files.c.path == path)
     ).first()
+    if current is not None and current.version == expected:
+        # Seen at the version read, yet the update matched no row: row-level security
+        # lets this database role read the file but not change it (migration 0010).
+        raise postgres_roles.PermissionDenied(
+            f"{shown} is read-only to this database role; the database owner grants write access "
+            "with `memagent db grant`")
     return stale(shown, expected, current.version if current else None,
                  current is not None and not current.deleted)
 
@@ -265,30 +244,6 @@ _DIRS_UPSERT = text(
 GIN_REBUILD_MIN = 2000
 
 
-def _gin_to_rebuild(conn: Connection, new_rows: int) -> list[tuple[str, str]]:
-    """The GIN indexes of ``files`` (name, definition) to drop for a large batch, or none.
-
-    Inserting row by row into a GIN index (the trigram index of 0003, the full-text
-    index of 0005), even through its pending list, costs several times more than building
-    it once over the whole table, but a build reads the whole table: worth it only
-    when the batch is a large share of it. The drop and the build are in the
-    batch's transaction (all or nothing); meanwhile other sessions wait to read
-    ``files`` (the drop holds its lock until commit), as an import of that size
-    would make them wait for its rows anyway.
-    """
-    if new_rows < GIN_REBUILD_MIN:
-        return []
-    rows = conn.scalar(text("SELECT reltuples FROM pg_class WHERE oid = 'files'::regclass"))
-    if rows is None or rows < 0:  # never analysed: count (a table never analysed is young)
-        rows = conn.scalar(text("SELECT count(*) FROM files"))
-    if new_rows * 2 < int(rows or 0):
-        return []
-    found = conn.execute(text(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-        "AND tablename = 'files' AND indexdef LIKE '% USING gin %'"))
-    return [(str(name), str(ddl)) for name, ddl in found]
-
-
 def _dir_ancestors(path: str) -> list[str]:
     """The directories above a file (``/a/b/c.md`` -> ``/a``, ``/a/b``), as rows of ``dirs``."""
     return [path[:i] for i in range(1, len(path)) if path[i] == "/"]
@@ -298,59 +253,18 @@ def _dir_ancestors(path: str) -> list[str]:
 def _batch_upkeep(conn: Connection, scope: str, new_paths: Sequence[str]) -> Iterator[None]:
     """Around inserting ``new_paths`` (live, new rows): index them once, not row by row.
 
-    Migration 0006 lets a transaction pause the per-row triggers: on SQLite a row in
-    ``memagent_bulk`` (the transaction holds the only write lock, so no other writer
-    ever sees it) pauses the directory index and the two FTS5 insert triggers, which
-    are then fed by one ``INSERT ... SELECT`` each (FTS5 indexes a batch many times
-    faster than row by row); on Postgres the transaction-local ``memagent.bulk``
-    pauses the directory trigger (its full-text indexes are GIN indexes, not triggers).
-    Before 0006 (a store opened without migrating) the triggers do the work.
+    Migration 0006 lets a transaction pause the per-row triggers (the backend's
+    ``bulk_upkeep``: how, and what it indexes itself after the batch); the directory
+    index is then brought up by one upsert here. Before 0006 (a store opened without
+    migrating) the triggers do the work.
     """
-    sqlite = conn.dialect.name == "sqlite"
     if len(new_paths) < BATCH_UPKEEP_MIN:
         yield
         return
-    if sqlite:
-        # The FTS5 tables, not their triggers: since 0008 one pending trigger feeds both.
-        have = set(conn.scalars(text(
-            "SELECT name FROM sqlite_master WHERE name IN "
-            "('memagent_bulk', 'files_fts', 'files_search', 'fts_pending')")))
-        if "memagent_bulk" not in have:
-            yield
-            return
-        first = conn.scalar(text("SELECT coalesce(max(id), 0) FROM files"))
-        conn.execute(text("INSERT INTO memagent_bulk(flag) VALUES (1)"))
-        try:
-            yield
-        finally:
-            conn.execute(text("DELETE FROM memagent_bulk"))
-        # Rows above ``first`` are exactly this batch: SQLite numbers new rows max(id) + 1
-        # and no other writer can insert until this transaction ends.
-        # A new row whose id is pending (an id a removed row had) is the merge's to index.
-        fresh = "id > :first AND content IS NOT NULL" + (
-            " AND id NOT IN (SELECT id FROM fts_pending)" if "fts_pending" in have else "")
-        if "files_fts" in have:
-            conn.execute(text(f"INSERT INTO files_fts(rowid, content) SELECT id, content FROM files "
-                              f"WHERE {fresh}"), {"first": first})
-        if "files_search" in have:
-            conn.execute(text(f"INSERT INTO files_search(rowid, path, content) SELECT id, path, content "
-                              f"FROM files WHERE {fresh}"), {"first": first})
-    else:
-        if conn.scalar(text("SELECT to_regclass('dirs') IS NOT NULL")) is not True:
-            yield
-            return
-        rebuild = _gin_to_rebuild(conn, len(new_paths))
-        for name, _ddl in rebuild:
-            conn.execute(text(f'DROP INDEX "{name}"'))
-        conn.execute(text("SELECT set_config('memagent.bulk', 'on', true)"))
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT set_config('memagent.bulk', '', true)"))
-        if rebuild:
-            conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-            for _name, ddl in rebuild:
-                conn.execute(text(ddl))
+    with backend_for(conn).bulk_upkeep(conn, len(new_paths), rebuild_min=GIN_REBUILD_MIN) as paused:
+        yield
+    if not paused:
+        return
     counts: Counter[str] = Counter(a for p in new_paths for a in _dir_ancestors(p))
     if not counts:
         return  # every new file is at the top level

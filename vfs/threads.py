@@ -43,7 +43,7 @@ from sqlalchemy import Connection, Engine, and_, func, insert, literal, select, 
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import conversation_files, episodes
-from memagent.vfs.db import WRITE
+from memagent.vfs.backends import Database
 from memagent.vfs.errors import VfsError
 from memagent.vfs.models import events, files, messages, thread_summaries, threads
 
@@ -91,8 +91,14 @@ class ThreadNotFound(VfsError):
 
 
 class ThreadStore:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """The threads of every agent, in the store's database.
+
+    Takes the store's ``Database`` (``store.db``); an ``Engine`` is wrapped in one.
+    """
+
+    def __init__(self, db: Database | Engine) -> None:
+        self.db = Database.of(db)
+        self.engine = self.db.engine
         self._next_seq: dict[str, int] = {}
         self._meta: dict[str, _Meta] = {}
 
@@ -104,20 +110,7 @@ class ThreadStore:
         thread's log is written several times per turn); SQLite keeps a transaction,
         which costs nothing there.
         """
-        if self.engine.dialect.name == "postgresql":
-            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                yield conn
-        else:
-            with self._sqlite_write() as conn:
-                yield conn
-
-    @contextmanager
-    def _sqlite_write(self) -> Iterator[Connection]:
-        # BEGIN IMMEDIATE: a transaction that reads before it writes must hold the write
-        # lock from the start, or a commit by another connection in between (another
-        # process, the index merge of vfs/pending.py) makes its first write fail at once
-        # with "database is locked" instead of waiting.
-        with self.engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+        with self.db.backend.small_write(self.engine) as conn:
             yield conn
 
     def create(self, agent: str, model: str) -> str:
@@ -244,16 +237,8 @@ class ThreadStore:
                         usage=usage, cost_usd=None if cost_usd is None else f"{cost_usd:.6f}",
                         created_at=now)
                     mark = update(threads).values(**values)
-                    if conn.dialect.name == "postgresql":
-                        # One statement (a data-modifying CTE): the message, its thread's
-                        # stale mark and the first message's path commit together, in one
-                        # round trip, so a thread never has a message its file cannot find.
-                        added = row.returning(messages.c.thread_id).cte("added")
-                        conn.execute(mark.where(threads.c.id.in_(select(added.c.thread_id)))
-                                     .add_cte(added))
-                    else:
-                        conn.execute(row)  # one transaction on SQLite (``_small_write``)
-                        conn.execute(mark.where(threads.c.id == thread_id))
+                    # Together: a thread never has a message its file cannot find.
+                    self.db.backend.append_message(conn, row, mark, thread_id)
             except IntegrityError:
                 # Another session appended to this thread meanwhile: re-read the end once.
                 self._next_seq.pop(thread_id, None)
@@ -340,13 +325,8 @@ class ThreadStore:
     @contextmanager
     def _locked(self) -> Iterator[Connection]:
         """A write transaction in which ``_lock`` holds thread rows until it ends."""
-        if self.engine.dialect.name == "postgresql":
-            with self.engine.begin() as conn:
-                yield conn
-        else:
-            # BEGIN IMMEDIATE already serialises every writer of the database.
-            with self._sqlite_write() as conn:
-                yield conn
+        with self.db.backend.locking_write(self.engine) as conn:
+            yield conn
 
     @staticmethod
     def _lock(conn: Connection, ids: Iterable[str], *, stale_only: bool = False) -> dict[str, str]:

@@ -1,0 +1,220 @@
+"""Postgres: the statements and settings only Postgres understands.
+
+Invariants: nothing here leaves session state a transaction-pooling PgBouncer would
+break (every ``SET`` is ``LOCAL``, the migration lock is transaction-scoped); single
+statements that are atomic by themselves (a read, an overwrite, a thread's message)
+run in autocommit, saving the BEGIN and COMMIT round trips; the GIN indexes of
+``files`` keep a pending list (migration 0007) that ``merge_pending`` empties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, bindparam, cast, insert, select, text
+
+from memagent.vfs.backends.base import REVISION_VALUES, UPDATE_LIVE, Features, RankIndex, raw_fetch_one
+from memagent.vfs.models import revisions, threads
+from memagent.vfs.types import Entry
+
+_HEAD_SQL = "SELECT content, version, deleted FROM files WHERE scope = %s AND path = %s"
+
+# An overwrite as one statement (the UPDATE a CTE the revision INSERT reads): one
+# round trip, and, being one statement, atomic without BEGIN and COMMIT
+# (``SqlStore.commit`` runs it in autocommit). No row back: the file was not at the
+# expected version, and the revision INSERT inserted nothing either.
+_UPDATED = UPDATE_LIVE.cte("updated")
+_OVERWRITE = (
+    insert(revisions)
+    .from_select(["file_id", "version", *REVISION_VALUES], select(
+        _UPDATED.c.id, _UPDATED.c.version,
+        *(cast(bindparam(f"r_{c}"), revisions.c[c].type) for c in REVISION_VALUES)))
+    .returning(revisions.c.version)
+)
+
+# ls as one statement. The gaps between the child directories' ranges come from the
+# directories themselves (each gap ends where the next directory's range begins and
+# starts past the previous one's), and each gap is one range of the listing index.
+_LS = text("""
+WITH d AS (
+  SELECT path, files FROM dirs WHERE scope = :scope AND depth = :depth AND path >= :lo AND path < :hi),
+b AS (
+  SELECT (path || '/') COLLATE "C" AS below, (path || '0') COLLATE "C" AS past FROM d),
+g AS (
+  SELECT coalesce(lag(past) OVER (ORDER BY below), CAST(:lo AS text) COLLATE "C") AS g_lo, below AS g_hi FROM b
+  UNION ALL
+  SELECT coalesce((SELECT past FROM b ORDER BY below DESC LIMIT 1), CAST(:lo AS text) COLLATE "C"),
+         CAST(:hi AS text) COLLATE "C")
+SELECT path, files AS n, true AS dir FROM d
+UNION ALL
+SELECT f.path, f.size, false FROM g CROSS JOIN LATERAL (
+  SELECT path, size FROM files
+  WHERE scope = :scope AND path >= g.g_lo AND path < g.g_hi AND deleted = false) AS f
+""")
+
+# Every GIN index of ``files``, looked up each time: a large bulk load drops and
+# re-creates them (new OIDs), and a database without pg_trgm has only one.
+_MERGE = text(
+    "SELECT gin_clean_pending_list(c.oid) FROM pg_index i "
+    "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+    "WHERE i.indrelid = to_regclass('files') AND a.amname = 'gin'"
+)
+# What ``search`` waits for: only the full-text index it reads (merging a list costs
+# milliseconds per index even for one write's entries; grep's trigram list waits
+# for the thread).
+_MERGE_SEARCH = text("SELECT gin_clean_pending_list(to_regclass('ix_files_search_doc'))")
+
+# A batch at least this large, and at least half the size of the table, drops the
+# GIN indexes of ``files`` and builds them again after the insert.
+GIN_REBUILD_MIN = 2000  # the default of ``bulk_upkeep``'s ``rebuild_min``
+
+
+class PostgresBackend:
+    """``Backend`` for Postgres (the psycopg 3 driver)."""
+
+    name: Literal["postgresql"] = "postgresql"
+    read_options: Mapping[str, Any] = {"isolation_level": "AUTOCOMMIT"}
+    atomic_overwrite = True
+    pending_shared = False
+    sql_false = "false"
+
+    def engine_setup(self, engine: Engine) -> None:
+        return None  # connection arguments and pool checks are vfs/db.py's (URL-driven)
+
+    def head(self, driver: Any, scope: str, path: str) -> tuple[Any, ...] | None:
+        driver.autocommit = True  # no BEGIN/ROLLBACK round trips around one SELECT
+        try:
+            return raw_fetch_one(driver, _HEAD_SQL, (scope, path))
+        finally:
+            # As the pool hands it to SQLAlchemy. Not on a dead connection: that one
+            # is dropped by the caller, and setting it would raise and hide the error.
+            if not (driver.closed or driver.broken):
+                driver.autocommit = False
+
+    def overwrite(self, conn: Connection, where: Mapping[str, Any], state: Mapping[str, Any],
+                  revision: Mapping[str, Any]) -> int | None:
+        version = conn.execute(_OVERWRITE, {**where, **state,
+                                            **{f"r_{k}": v for k, v in revision.items()}}).scalar()
+        return None if version is None else int(version)
+
+    def ls_entries(self, conn: Connection, args: Mapping[str, Any], cut: int) -> list[Entry]:
+        # Both steps (directories, then the files in the gaps) in one round trip.
+        return [Entry(p[cut:], bool(is_dir), int(n)) for p, n, is_dir in conn.execute(_LS, args)]
+
+    def grep_deadline(self, conn: Connection, ms: int) -> None:
+        # A server-side regex (the pre-filter) cannot be stopped from the client once
+        # it runs: let the server stop it at grep's deadline.
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(int(ms), 1)}")
+
+    def grep_index_only(self, conn: Connection) -> bool:
+        # Postgres does not cost reading TOASTed content: on a small scope it picks a
+        # scan that reads every file's text over the trigram index (17 ms instead of
+        # 1 ms at 1,000 files). Rule out the sequential scan here; the caller hides
+        # the b-tree columns ("|| ''", "IS NOT TRUE"), so the trigram index is the
+        # only way in.
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        return True
+
+    def search_features(self, conn: Connection) -> Features:
+        found = conn.execute(text(
+            "SELECT 1 FROM pg_indexes WHERE tablename = 'files' AND indexname = 'ix_files_content_trgm'"
+        )).first()
+        return Features(self.name, pg_trgm=found is not None)
+
+    def rank_index(self, conn: Connection) -> RankIndex:
+        found = conn.exec_driver_sql(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'files' "
+            "AND column_name = 'search_doc'").first()
+        return "tsvector" if found else "scan"
+
+    def merge_pending(self, engine: Engine, *, search_only: bool, own: str) -> bool:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT", **{own: True}) as conn:
+            conn.execute(_MERGE_SEARCH if search_only else _MERGE).all()
+        return True
+
+    def merges_in_background(self, engine: Engine) -> bool:
+        return True
+
+    @contextmanager
+    def bulk_upkeep(self, conn: Connection, new_rows: int, *,
+                    rebuild_min: int = GIN_REBUILD_MIN) -> Iterator[bool]:
+        # The transaction-local ``memagent.bulk`` pauses the directory trigger (the
+        # full-text indexes are GIN indexes, not triggers); a batch that is a large
+        # share of the table drops the GIN indexes and builds them once after it.
+        if conn.scalar(text("SELECT to_regclass('dirs') IS NOT NULL")) is not True:
+            yield False  # before migration 0006 the triggers do the work
+            return
+        rebuild = _gin_to_rebuild(conn, new_rows, rebuild_min)
+        for name, _ddl in rebuild:
+            conn.execute(text(f'DROP INDEX "{name}"'))
+        conn.execute(text("SELECT set_config('memagent.bulk', 'on', true)"))
+        try:
+            yield True
+        finally:
+            conn.execute(text("SELECT set_config('memagent.bulk', '', true)"))
+        if rebuild:
+            conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+            for _name, ddl in rebuild:
+                conn.execute(text(ddl))
+
+    def migration_lock(self, conn: Connection, wait_seconds: int, key: int) -> None:
+        # Transaction-scoped: works through a transaction-pooling PgBouncer and is
+        # released by the commit or rollback that ends the migration.
+        conn.execute(text(f"SET LOCAL lock_timeout = '{int(wait_seconds)}s'"))
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+    @contextmanager
+    def small_write(self, engine: Engine) -> Iterator[Connection]:
+        # Each statement commits by itself: no BEGIN/COMMIT round trips (a thread's log
+        # is written several times per turn).
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            yield conn
+
+    @contextmanager
+    def locking_write(self, engine: Engine) -> Iterator[Connection]:
+        with engine.begin() as conn:
+            yield conn
+
+    def append_message(self, conn: Connection, row: Any, mark: Any, thread_id: str) -> None:
+        # One statement (a data-modifying CTE): the message, its thread's stale mark and
+        # the first message's path commit together, in one round trip, so a thread
+        # never has a message its file cannot find.
+        added = row.returning(row.table.c.thread_id).cte("added")
+        conn.execute(mark.where(threads.c.id.in_(select(added.c.thread_id))).add_cte(added))
+
+    def note_every_file(self, conn: Connection) -> None:
+        conn.execute(text("INSERT INTO embedding_pending(file_id, seq) "
+                          "SELECT id, nextval('embedding_note_seq') FROM files WHERE content IS NOT NULL "
+                          "ON CONFLICT (file_id) DO UPDATE SET seq = EXCLUDED.seq"))
+
+
+def _gin_to_rebuild(conn: Connection, new_rows: int, rebuild_min: int) -> list[tuple[str, str]]:
+    """The GIN indexes of ``files`` (name, definition) to drop for a large batch, or none.
+
+    Inserting row by row into a GIN index (the trigram index of 0003, the full-text
+    index of 0005), even through its pending list, costs several times more than building
+    it once over the whole table, but a build reads the whole table: worth it only
+    when the batch is a large share of it. The drop and the build are in the
+    batch's transaction (all or nothing); meanwhile other sessions wait to read
+    ``files`` (the drop holds its lock until commit), as an import of that size
+    would make them wait for its rows anyway.
+    """
+    if new_rows < rebuild_min:
+        return []
+    if not conn.scalar(text("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class "
+                            "WHERE oid = 'files'::regclass")):
+        return []  # only the table's owner may drop its indexes: a user's role (0010) inserts as is
+    rows = conn.scalar(text("SELECT reltuples FROM pg_class WHERE oid = 'files'::regclass"))
+    if rows is None or rows < 0:  # never analysed: count (a table never analysed is young)
+        rows = conn.scalar(text("SELECT count(*) FROM files"))
+    if new_rows * 2 < int(rows or 0):
+        return []
+    found = conn.execute(text(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND tablename = 'files' AND indexdef LIKE '% USING gin %'"))
+    return [(str(name), str(ddl)) for name, ddl in found]
+
+
+POSTGRES = PostgresBackend()
