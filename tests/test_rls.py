@@ -402,3 +402,58 @@ def test_every_command_works_as_a_role(fresh_pg_url: str, team: Callable[[str], 
         assert AgentView(owner, BOB_AGENT).read("/notes.md").content == "- buy oat milk\n- be very brief\n"
     finally:
         owner.close()
+
+
+def test_a_read_only_agent_grant_reads_everything_and_changes_nothing(
+        fresh_pg_url: str, team: Callable[[str], str], chat_env: None) -> None:
+    seed_alice(fresh_pg_url)
+    store = open_store(fresh_pg_url)
+    store.create_agent("big", {f"/k/{i:03d}.md": f"note {i}\n" for i in range(40)})  # a bulk batch
+    store.close()
+    owner = create_engine(fresh_pg_url)
+    with owner.begin() as c:  # a thread whose conversation file a look would render (a write)
+        c.execute(text("UPDATE threads SET stale = true, conversation_path = '/said-hi.md'"))
+    owner.dispose()
+    bob = team("bob")
+    assert memagent_as(fresh_pg_url, "db", "grant", bob, "--agent", ALICE_AGENT, "--read-only").returncode == 0
+    url = role_url(fresh_pg_url, bob)
+
+    def ok(*args: str) -> str:
+        p = memagent_as(url, *args, "-a", ALICE_AGENT)
+        assert p.returncode == 0 and "Traceback" not in err(p), (args, err(p))
+        return out(p)
+
+    assert ALICE_AGENT in out(memagent_as(url, "agents"))
+    assert ok("fs", "cat", "/notes/todo.md") == "buy milk and tea\n"
+    assert "notes/" in ok("fs", "ls", "/")
+    assert "todo.md" in ok("fs", "grep", "tea", "/")
+    assert "todo.md" in ok("fs", "search", "milk")
+    assert "v2" in ok("fs", "log", "/notes/todo.md")
+    ok("fs", "ls", "/conversations/")
+    for args, stdin in ((("fs", "write", "/notes/todo.md"), "mine\n"), (("fs", "write", "/new.md"), "mine\n"),
+                        (("fs", "rm", "/notes/todo.md"), None)):
+        p = memagent_as(url, *args, "-a", ALICE_AGENT, stdin=stdin)
+        assert p.returncode == 1 and "Traceback" not in err(p), (args, err(p))
+        assert len(err(p).splitlines()) == 1 and "database role" in err(p), (args, err(p))
+    check = open_store(fresh_pg_url)
+    try:
+        assert check.read(f"agent:{ALICE_AGENT}", "/notes/todo.md").content == "buy milk and tea\n"
+        assert not check.exists(f"agent:{ALICE_AGENT}", "/new.md")
+    finally:
+        check.close()
+
+
+def test_a_large_import_as_a_role_keeps_the_owners_indexes(
+        fresh_pg_url: str, team: Callable[[str], str], chat_env: None, tmp_path: Path) -> None:
+    bob = team("bob")
+    assert memagent_as(fresh_pg_url, "db", "grant", bob, "--agent", BOB_AGENT).returncode == 0
+    folder = tmp_path / "many"
+    (folder / "k").mkdir(parents=True)
+    for i in range(60):  # the whole table: the owner's import would rebuild the GIN indexes
+        (folder / "k" / f"{i:03d}.md").write_text(f"fact {i}\n")
+    url = role_url(fresh_pg_url, bob)
+    p = memagent_as(url, "import", str(folder), "--as", BOB_AGENT, "--yes")
+    assert p.returncode == 0, err(p)
+    assert PASSWORD not in out(p) + err(p)
+    p = memagent_as(url, "fs", "grep", "fact 42", "/", "-a", BOB_AGENT)
+    assert p.returncode == 0 and "k/042.md" in out(p), err(p)
