@@ -276,24 +276,16 @@ class VectorIndex:
         wanted = [cache.scopes[s] for s in scopes if s in cache.scopes]
         if not wanted:
             return []
-        # Only the rows of the scopes asked are scored: with many agents in one database
-        # the matrix holds every agent's chunks, and a product over all of them grew
-        # with the number of agents (bench/scale.py). Finding the rows is one compare
-        # of the int32 codes (~0.1 ms per 300,000 chunks); the product is on the copy.
-        rows: npt.NDArray[np.intp] | None = None
+        # One product over the whole matrix (no copy of the rows in scope), the rest masked.
+        scores = cache.matrix @ q
         if len(wanted) < len(cache.scopes):
-            hit = cache.scope_codes == wanted[0] if len(wanted) == 1 else np.isin(cache.scope_codes, wanted)
-            rows = np.flatnonzero(hit)
-        scores = cache.matrix @ q if rows is None else cache.matrix[rows] @ q
-        file_ids = cache.file_ids if rows is None else cache.file_ids[rows]
+            scores = np.where(np.isin(cache.scope_codes, wanted), scores, -np.inf)
         out: list[SemanticHit] = []
         taken: set[int] = set()
         want = 2 * k + 10
         pos = 0
-        for ranked in _best_chunks(scores, file_ids, min_score, 8 * want):
-            # Indexes into the whole cache (``ranked`` indexes the rows scored).
-            part = [int(i) for i in ranked[pos:]] if rows is None else [int(rows[i]) for i in ranked[pos:]]
-            local = dict(zip(part, (int(i) for i in ranked[pos:]), strict=True))
+        for ranked in _best_chunks(scores, cache.file_ids, min_score, 8 * want):
+            part = [int(i) for i in ranked[pos:]]
             ids = [int(cache.file_ids[i]) for i in part]
             live = {r.id: r for r in conn.execute(text(
                 f"SELECT id, scope, path, version FROM files WHERE id IN ({', '.join(map(str, ids))}) "
@@ -305,7 +297,7 @@ class VectorIndex:
                 if fid in taken or r is None or r.version != int(cache.versions[i]):
                     continue  # deleted, moved or changed since its vectors were made
                 taken.add(fid)
-                out.append(SemanticHit(fid, r.scope, r.path, r.version, float(scores[local[i]]),
+                out.append(SemanticHit(fid, r.scope, r.path, r.version, float(scores[i]),
                                        int(cache.chunk_nos[i])))
                 if len(out) >= k:
                     return out
