@@ -118,8 +118,8 @@ def _scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _target(agent: str | None, user: str | None, org: str | None) -> tuple[roles.GrantKind, str]:
-    given: list[tuple[roles.GrantKind, str]] = [
-        (kind, value) for kind, value in (("agent", agent), ("user", user), ("org", org)) if value is not None]
+    options: tuple[tuple[roles.GrantKind, str | None], ...] = (("agent", agent), ("user", user), ("org", org))
+    given = [(kind, value) for kind, value in options if value is not None]
     if len(given) != 1:
         fail("say what to grant or revoke: exactly one of --agent AGENT, --user USER_ID, --org ORG_ID",
              status=2)
