@@ -47,8 +47,8 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
     if rules is None:
         # Every agent honours its approval rules; a front end passes its own to say how
         # ``ask`` and ``queue`` go (run: unattended) and to hear which rule decided.
-        engine = getattr(view.store, "engine", None) if threads is None else threads.engine
-        rules = (agent_rules(view, ProposalStore(engine), by="memagent session") if engine is not None
+        database = getattr(view.store, "db", None) if threads is None else threads.db
+        rules = (agent_rules(view, ProposalStore(database), by="memagent session") if database is not None
                  else RuledApproval(RuleBook(view.store, view.agent)))
     mcp = (McpTools(view, mcp_hub, gate, warn=warn, rules=rules, background=mcp_background)
            if mcp_hub is not None else None)

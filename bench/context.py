@@ -71,7 +71,7 @@ def prefix_stability(budget: int = BUDGET, turns: int = TURNS) -> dict[str, Any]
 
         for _ in range(turns * 4):
             model.enqueue_callable(respond)
-        agent = build_agent(AgentView(store, "bench"), model, yolo=True, threads=ThreadStore(store.engine))
+        agent = build_agent(AgentView(store, "bench"), model, yolo=True, threads=ThreadStore(store.db))
         agent.context.budget = budget
         for n in range(1, turns + 1):
             agent.turn(_turn_text(n))
@@ -102,7 +102,7 @@ def cache_share(budget: int = BUDGET, turns: int = TURNS) -> dict[str, Any]:
             store = open_store(f"sqlite:///{tmp}/cache.db")
             store.create_agent("bench", {"/AGENTS.md": "# Rules\n- Keep answers short.\n"})
             model = AnthropicModel("claude-bench", stream=False)
-            agent = build_agent(AgentView(store, "bench"), model, yolo=True, threads=ThreadStore(store.engine))
+            agent = build_agent(AgentView(store, "bench"), model, yolo=True, threads=ThreadStore(store.db))
             agent.context.budget = budget
             read = total = 0
             for n in range(1, turns + 1):
@@ -174,7 +174,7 @@ def store_threads(store: SqlStore, agent: str, count: int) -> float:
                     rows.append({"thread_id": tid, "seq": seq, "role": role,
                                  "content": [{"type": "text", "text": body}], "created_at": now})
             conn.execute(insert(messages), rows)
-    ThreadStore(store.engine).sync_stale(agent)
+    ThreadStore(store.db).sync_stale(agent)
     return time.perf_counter() - started
 
 

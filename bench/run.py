@@ -338,7 +338,7 @@ def agent_turns(store: SqlStore, reps: int) -> tuple[list[float], float, Fn]:
 
     view = AgentView(store, "bench", user="bench")
     model = ScriptedModel()
-    agent = build_agent(view, model, yolo=True, threads=ThreadStore(store.engine))
+    agent = build_agent(view, model, yolo=True, threads=ThreadStore(store.db))
     in_model = [0.0]
     respond = model.respond
 

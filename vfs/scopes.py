@@ -107,9 +107,9 @@ class AgentView:
         One indexed query when nothing changed; otherwise only the new messages of
         the changed threads are rendered (``ThreadStore.sync_stale``).
         """
-        engine = getattr(self.store, "engine", None)
-        if engine is not None:
-            ThreadStore(engine).sync_stale(self.agent)
+        database = getattr(self.store, "db", None)
+        if database is not None:
+            ThreadStore(database).sync_stale(self.agent)
 
     def _file(self, path: str, *, write: bool = False) -> Target:
         t = self.resolve(paths.normalize_file(path), write=write)

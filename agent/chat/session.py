@@ -232,7 +232,7 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     """
     gate = Gate(ui.approver, yolo=yolo)
     # The agent's approval rules decide before the gate; chat says which rule decided.
-    rules = agent_rules(view, ProposalStore(threads.engine), by="memagent chat", heard=ui.info)
+    rules = agent_rules(view, ProposalStore(threads.db), by="memagent chat", heard=ui.info)
     ui.memory_paths = lambda: view.glob("**", "/")
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)

@@ -289,7 +289,7 @@ def review(session: Session, arg: str) -> None:
     from memagent.agent.chat.review import work_through
     from memagent.vfs.proposals import ProposalStore
 
-    queue = ProposalStore(session.threads.engine)
+    queue = ProposalStore(session.threads.db)
     if not queue.count_pending(session.view.agent):
         session.ui.info("No proposals waiting for review (`memagent reflect`, `memagent run` and "
                         "`memagent mcp serve --approval queue` make them).")

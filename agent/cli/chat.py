@@ -100,7 +100,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     from memagent.agent.chat.ui import make_ui
     from memagent.vfs.threads import ThreadStore
 
-    threads = ThreadStore(ctx.store.engine)
+    threads = ThreadStore(ctx.store.db)
     notes: list[str] = []
     tid: str | None = None
     if thread_id:
@@ -122,7 +122,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         where = f"thread {tid[:8]} resumed ({count}: {info.title or 'untitled'})"
     from memagent.vfs.proposals import ProposalStore
 
-    waiting = ProposalStore(ctx.store.engine).count_pending(view.agent)
+    waiting = ProposalStore(ctx.store.db).count_pending(view.agent)
     if waiting:
         notes.append(f"{waiting} memory edit{'s' if waiting != 1 else ''} waiting for review: type /review")
     ui.header([

@@ -51,7 +51,7 @@ def agents_cmd(ctx: Ctx) -> None:
         return
     from memagent.vfs.proposals import ProposalStore
 
-    queue = ProposalStore(store.engine)
+    queue = ProposalStore(store.db)
     for name in names:
         n = len(store.all_files(scope_name("agent", name)))
         waiting = queue.count_pending(name)

@@ -88,7 +88,7 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
     mode: ApprovalMode = "queue" if approval == "queue" else "yolo" if approval == "yolo" else "client"
     server = MemoryServer(
         view, approval=mode,
-        queue=ProposalStore(ctx.store.engine) if mode == "queue" else None,
+        queue=ProposalStore(ctx.store.db) if mode == "queue" else None,
         view_factory=lambda: AgentView(store, view.agent, user=config.user_id(), org=config.org_id()))
 
     def ready(where: str) -> None:

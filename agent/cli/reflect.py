@@ -91,7 +91,7 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
     model = models.make(name, opts)
     start = datetime.now(UTC) - window if window is not None else None
     try:
-        result = reflect(view, model, ProposalStore(ctx.store.engine), since=start, dry_run=dry_run, yolo=yolo,
+        result = reflect(view, model, ProposalStore(ctx.store.db), since=start, dry_run=dry_run, yolo=yolo,
                          wait=wait, on_log=lambda line: click.echo(shown(line)))
     except Busy as exc:
         click.echo(f"{exc}; nothing done (it reads the same conversations)", err=True)
@@ -126,7 +126,7 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
     from memagent.vfs.proposals import ProposalStore
 
     view = ctx.view(agent)
-    queue = ProposalStore(ctx.store.engine)
+    queue = ProposalStore(ctx.store.db)
     reviewer = Review(view, queue)
 
     def echo(text: str, **kw: Any) -> None:
@@ -196,7 +196,7 @@ def remember_cmd(ctx: Ctx, agent: str | None, note: str | None, yolo: bool, mode
     model = models.make(name, opts)
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
                  history_path=config.data_dir() / "chat_history")
-    session = build_session(view, model, ui, threads=ThreadStore(ctx.store.engine), yolo=yolo,
+    session = build_session(view, model, ui, threads=ThreadStore(ctx.store.db), yolo=yolo,
                             model_factory=models.factory(name, opts),
                             context_budget=budget_for(models.context_window(name, opts)))
     try:

@@ -127,7 +127,7 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
     from memagent.vfs.proposals import ProposalStore
     from memagent.vfs.threads import ThreadStore
 
-    threads = ThreadStore(ctx.store.engine)
+    threads = ThreadStore(ctx.store.db)
     tid: str | None = None
     if thread_id:
         try:
@@ -156,7 +156,7 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
                 break
 
     hooks = Hooks(on_tool_call=on_call, on_tool_result=on_result)
-    queue = ProposalStore(ctx.store.engine)
+    queue = ProposalStore(ctx.store.db)
     decided: list[str] = []  # which approval rule decided each edit or call, in order
     rules = agent_rules(view, queue, by="memagent run", unattended=unattended, heard=decided.append)
     hub = McpHub()

@@ -29,7 +29,7 @@ def threads_cmd(ctx: Ctx, agent: str | None, limit: int) -> None:
     from memagent.vfs.threads import ThreadStore
 
     view = ctx.view(agent)
-    items = ThreadStore(ctx.store.engine).list(view.agent, limit)
+    items = ThreadStore(ctx.store.db).list(view.agent, limit)
     if not items:
         click.echo(f"Agent {view.agent} has no threads yet; `memagent chat {view.agent}` starts one.")
         return

@@ -179,7 +179,7 @@ def _seed(store: SqlStore, agent: str, model_name: str, history: History) -> tup
     """The agent with the history as past threads; conversation file path -> session id."""
     store.create_agent(agent, {})
     view = AgentView(store, agent, user="eval")
-    threads = ThreadStore(store.engine)
+    threads = ThreadStore(store.db)
     ids = threads.create_many(agent, model_name, [msgs for _, _, msgs in history.sessions])
     files: dict[str, str] = {}
     for tid, (sid, _, _) in zip(ids, history.sessions, strict=True):
@@ -226,7 +226,7 @@ def answer_questions(kind: Benchmark, histories: list[History], model: Model, *,
             _seed(store, agent, model.name, history)
             counting = Counting(model)
             if use_reflect:
-                reflect(AgentView(store, agent, user="eval"), counting, ProposalStore(store.engine), yolo=True)
+                reflect(AgentView(store, agent, user="eval"), counting, ProposalStore(store.db), yolo=True)
             for q in history.questions:
                 started = time.perf_counter()
                 scenario = Scenario(name=f"{kind}/{q.id}", description=q.kind, source=q.id,

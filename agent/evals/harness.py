@@ -263,7 +263,7 @@ class Run:
         self.store = store
         self.result = ScenarioResult(scenario.name, run)
         self.view = AgentView(store, agent, user=EVAL_USER)
-        self.threads = ThreadStore(store.engine)
+        self.threads = ThreadStore(store.db)
         self.ui = ui or EvalUI()
         self.session: Session | None = None
         self.answer = ""
@@ -352,7 +352,7 @@ class Run:
     def _step(self, n: int, step: Step) -> None:
         self.ui.approve = step.approve
         if step.command == "reflect":
-            queue = ProposalStore(self.store.engine)
+            queue = ProposalStore(self.store.db)
             outcome = reflect(self.view, self.model, queue, yolo=step.approve == "all")
             self.answer = outcome.message
             return

@@ -118,8 +118,8 @@ class Session:
         self.lock = threading.Lock()
         gate = FixedGate("yolo" if mode == "yolo" else "client")
         # The agent's approval rules first; "ask" (no rule) is what --approval says.
-        engine = getattr(view.store, "engine", None)
-        proposals = queue if queue is not None else ProposalStore(engine) if engine is not None else None
+        database = getattr(view.store, "db", None)
+        proposals = queue if queue is not None else ProposalStore(database) if database is not None else None
         rules = (agent_rules(view, proposals, by=client) if proposals is not None
                  else RuledApproval(RuleBook(view.store, view.agent)))  # a store without a queue: queue rules refuse
         self.memory = MemoryTools(view, gate, author="agent",
