@@ -54,7 +54,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, backend_for_url
+from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, backend_for_url, postgres_roles
 from memagent.vfs.backends.base import WRITE as WRITE  # the writing connections' option, re-exported
 from memagent.vfs.errors import DatabaseUnavailable
 
@@ -127,6 +127,8 @@ def create(url: str) -> Engine:
         engine = create_engine(url, connect_args=_pg_args(parsed), pool_use_lifo=True)
         _ping_when_idle(engine)
         _prepare_only_when_direct(engine)
+        # A role's row-level-security refusal becomes one VfsError line (migration 0010).
+        postgres_roles.explain_refusals(engine)
         return engine
     except (NoSuchModuleError, ImportError) as exc:
         raise DatabaseUnavailable(
