@@ -116,11 +116,8 @@ def create(url: str) -> Engine:
         backend = backend_for_url(parsed)
         if backend is SQLITE:
             return _sqlite_engine(url)
-        if backend is POSTGRES and parsed.drivername == "postgresql":
-            # Plain postgresql:// would pick psycopg2, which we do not ship.
-            url = parsed.set(drivername="postgresql+psycopg").render_as_string(
-                hide_password=False
-            )
+        if backend is not None:
+            url = backend.engine_url(parsed, url)  # the driver memagent ships
         # LIFO: the connection used last is used next, so a burst of calls runs on one
         # connection whose server process has its catalog caches warm (FIFO rotated
         # through every pooled one, each cold: ls took 3 ms instead of 1).

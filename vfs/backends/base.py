@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Engine, bindparam, insert, update
+from sqlalchemy.engine import URL
 
 from memagent.vfs.models import files, revisions
 from memagent.vfs.types import Entry
@@ -95,6 +96,10 @@ class Backend(Protocol):
     @property
     def sql_false(self) -> str:
         """``files.deleted = <this>`` in SQL text: false, spelled as the database stores it."""
+        ...
+
+    def engine_url(self, parsed: URL, url: str) -> str:
+        """``url`` (parsed: ``parsed``) as the engine is created with: the driver memagent ships."""
         ...
 
     def engine_setup(self, engine: Engine) -> None:

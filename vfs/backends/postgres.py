@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, bindparam, cast, insert, select, text
+from sqlalchemy.engine import URL
 
 from memagent.vfs.backends.base import REVISION_VALUES, UPDATE_LIVE, Features, RankIndex, raw_fetch_one
 from memagent.vfs.models import revisions, threads
@@ -79,6 +80,12 @@ class PostgresBackend:
     atomic_overwrite = True
     pending_shared = False
     sql_false = "false"
+
+    def engine_url(self, parsed: URL, url: str) -> str:
+        if parsed.drivername == "postgresql":
+            # Plain postgresql:// would pick psycopg2, which we do not ship.
+            return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        return url
 
     def engine_setup(self, engine: Engine) -> None:
         return None  # connection arguments and pool checks are vfs/db.py's (URL-driven)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, TextClause, event, text
+from sqlalchemy.engine import URL
 
 from memagent.vfs.backends.base import INSERT_REVISION, UPDATE_LIVE, WRITE, Features, RankIndex, raw_fetch_one
 from memagent.vfs.models import threads
@@ -67,6 +68,9 @@ class SqliteBackend:
     atomic_overwrite = False
     pending_shared = True
     sql_false = "0"
+
+    def engine_url(self, parsed: URL, url: str) -> str:
+        return url  # the standard library's sqlite3
 
     def engine_setup(self, engine: Engine) -> None:
         @event.listens_for(engine, "connect")
