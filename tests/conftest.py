@@ -58,14 +58,16 @@ PG_URL = os.environ.get("MEMAGENT_TEST_PG_URL")
 PGBOUNCER_URL = os.environ.get("MEMAGENT_TEST_PGBOUNCER_URL")
 BACKENDS = ["sqlite", "postgres"]
 # The store-level modules whose tests also run through PgBouncer: the store's own
-# calls, the write path and its versions, the ls index, search and the import path,
-# the tool layer and a concurrent writer. Chosen to cover every kind of statement the
-# store sends while adding ~5 minutes to a CI run (bench/RESULTS.md, "PgBouncer").
+# calls, the write path and its versions, ls, glob, grep and its pre-filters, search
+# (words and vectors), the import path, conversation files, and memagent mcp serve's
+# processes. Together they send every kind of statement the store has; the modules
+# left out use a store only to stand up an agent. All of them pass through the
+# bouncer (MEMAGENT_TEST_PGBOUNCER=all); this choice costs ~80 % of that time.
 PGBOUNCER_MODULES = frozenset({
-    "test_store", "test_write_path", "test_write_versions",
-    "test_write_entrance", "test_ls_index", "test_hostile_search",
+    "test_store", "test_write_path", "test_write_versions", "test_write_entrance",
+    "test_ls_index", "test_hostile_search", "test_fastpaths", "test_regex_prefilter",
     "test_import_versions", "test_search_memory", "test_hybrid_search",
-    "test_mcp", "test_conversation_files", "test_provenance",
+    "test_conversation_files", "test_provenance", "test_mcp_serve",
 })
 
 
