@@ -402,7 +402,7 @@ def run(label: str, db_url: str, worker_url: str, *, procs: int, seconds: float 
                 outcomes.append(Outcome(i, errors=[f"process {i} exited {w.exitcode} without a record"]))
                 continue
             outcome = Outcome(i, started=data["started"], ended=data["ended"], latencies=data["latencies"],
-                              conflicts=data["conflicts"], acks=[tuple(a) for a in data["acks"]],  # type: ignore[misc]
+                              conflicts=data["conflicts"], acks=[(a, p, int(v), t) for a, p, v, t in data["acks"]],
                               errors=data["errors"])
             if w.exitcode != 0:
                 outcome.errors.append(f"process {i} exited {w.exitcode}")
