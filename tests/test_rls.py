@@ -457,3 +457,18 @@ def test_a_large_import_as_a_role_keeps_the_owners_indexes(
     assert PASSWORD not in out(p) + err(p)
     p = memagent_as(url, "fs", "grep", "fact 42", "/", "-a", BOB_AGENT)
     assert p.returncode == 0 and "k/042.md" in out(p), err(p)
+
+
+def test_only_a_users_role_is_filtered(fresh_pg_url: str, team: Callable[[str], str]) -> None:
+    """The owner reads past the policies (nothing changes for a single user); a role does not,
+    and its grep then narrows by the (scope, path) index, not the trigram index it cannot use."""
+    bob = team("bob")
+    owner, role = create_engine(fresh_pg_url), as_role(fresh_pg_url, bob)
+    try:
+        with owner.connect() as c:
+            assert roles.filtered(c) is False
+        with role.connect() as c:
+            assert roles.filtered(c) is True
+    finally:
+        owner.dispose()
+        role.dispose()

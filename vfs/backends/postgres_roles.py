@@ -40,6 +40,7 @@ import hmac
 import re
 import secrets
 import unicodedata
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -95,6 +96,22 @@ def _needs_postgres(name: str) -> NeedsPostgres:
     return NeedsPostgres(
         f"roles and row-level security need Postgres; this database is {name} "
         "(point --db / MEMAGENT_DB at a postgresql+psycopg:// URL)")
+
+
+# Per engine (its login is fixed): whether row-level security filters its reads of files.
+_FILTERED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+def filtered(conn: Connection) -> bool:
+    """Whether ``conn``'s role reads ``files`` through the 0010 policies (not the owner).
+
+    Asked once per engine: a user's role is filtered, the owner and superusers are not.
+    """
+    known = _FILTERED.get(conn.engine)
+    if known is None:
+        known = bool(conn.scalar(text("SELECT row_security_active(to_regclass('files'))")))
+        _FILTERED[conn.engine] = known
+    return known
 
 
 def require_postgres(engine: Engine) -> None:
