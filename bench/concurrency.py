@@ -496,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         f" --procs {args.procs} --seconds {args.seconds:g}"
     body_ = [f"## Concurrency: {args.procs} sessions on one Postgres", "",
              f"`{cmd}` (`bench/concurrency.py`), {when}, on {os.cpu_count()} logical cores "
-             f"({platform.machine()}, Python {platform.python_version()}); load average at start {load}, at end "
+             f"({platform.machine()}, Python {platform.python_version()}); load average before the processes "
+             f"started {load} (other work on the machine), at the end (with them) "
              + " ".join(f"{x:.2f}" for x in os.getloadavg()) + ". Each process is a session calling the real "
              f"tool layer on its own agent and on {args.shared} shared agents ({args.files} files each at the "
              f"start; {round(SHARED_SHARE * 100)} % of the calls on a shared agent); every write is a "
