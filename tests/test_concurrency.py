@@ -12,7 +12,14 @@ else refused or raised is. The test waits on the processes' exit; nothing is tim
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from sqlalchemy.engine import make_url
 
 from bench import concurrency
 from memagent.vfs import open_store
@@ -64,3 +71,34 @@ def test_the_command_without_a_server_is_a_usage_mistake(monkeypatch: pytest.Mon
     assert concurrency.main(["--procs", "2", "--out", "-"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--pg URL" in err
+
+
+def test_the_throwaway_pgbouncer_serves_any_database_pools_transactions_and_stops_on_exit(
+        fresh_pg_url: str) -> None:
+    """scripts/pgbouncer-throwaway, as scripts/test sources it: a fresh database is reachable
+    through it under its own name, it pools transactions, and the shell's exit stops it
+    and still runs the EXIT trap that was set before (pg-throwaway's)."""
+    if shutil.which("pgbouncer") is None and not Path("/usr/sbin/pgbouncer").exists():
+        if os.environ.get("CI"):
+            pytest.fail("pgbouncer is not installed; scripts/test installs it in CI")
+        pytest.skip("pgbouncer is not installed (scripts/test installs it)")
+    repo = Path(__file__).resolve().parents[1]
+    probe = ("import sys; from sqlalchemy import create_engine, text; "
+             "e = create_engine(sys.argv[1]); c = e.connect(); "
+             "print('DB', c.execute(text('SELECT current_database()')).scalar())")
+    script = (
+        'before() { echo "earlier trap ran"; }; trap before EXIT\n'
+        "source scripts/pgbouncer-throwaway\n"
+        'echo "DIR $pgb_dir"; grep "^pool_mode" "$pgb_dir/pgbouncer.ini"\n'
+        f'"{sys.executable}" -c "{probe}" "$MEMAGENT_TEST_PGBOUNCER_URL"\n')
+    env = {k: v for k, v in os.environ.items() if k != "MEMAGENT_TEST_PGBOUNCER_URL"}
+    env["MEMAGENT_TEST_PG_URL"] = fresh_pg_url
+    done = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert f"DB {make_url(fresh_pg_url).database}" in out
+    assert "pool_mode = transaction" in out
+    assert out[-1] == "earlier trap ran"
+    folder = next(line[4:] for line in out if line.startswith("DIR "))
+    assert not Path(folder).exists()  # stopped, and its files removed
