@@ -559,7 +559,17 @@ def main(argv: list[str] | None = None) -> int:
                          "FilesystemBackend columns (needs the bench extra); sizes up to 10,000")
     ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS.md")),
                     help="where to write the Markdown results ('-' = do not write)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--agents", type=int, default=0,
+                    help="run the scale bench instead (bench/scale.py): N agents x --files-per-agent "
+                         "files against a database holding one agent; see `python -m bench.scale -h`")
+    args, rest = ap.parse_known_args(argv)
+    if args.agents:
+        # The scale bench has its own options (--files-per-agent, --pg, --hybrid, ...).
+        from bench import scale
+
+        return scale.main(list(argv if argv is not None else sys.argv[1:]))
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.files and args.files not in sizes:
         sizes.append(args.files)
