@@ -44,12 +44,15 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import Connection, text
 
 from memagent.vfs.backends import backend_for
-from memagent.vfs.backends.base import RankIndex
+from memagent.vfs.backends.base import RankIndex, in_scopes
+from memagent.vfs.backends.postgres import PG_CANDIDATES as PG_CANDIDATES  # how many Postgres ranks exactly
+from memagent.vfs.backends.postgres import RANK_TIMEOUT_MS
+from memagent.vfs.backends.sqlite import fts5_match as fts5_match  # re-exported (tests, callers)
 
 MAX_QUERY_CHARS = 2000
 MAX_TERMS = 24
@@ -58,7 +61,7 @@ MAX_K = 100
 SNIPPET_CHARS = 160
 PATH_WEIGHT = 4.0
 # Postgres: a ranked search is stopped after this long (it never should need it).
-STATEMENT_TIMEOUT_MS = 5000
+STATEMENT_TIMEOUT_MS = RANK_TIMEOUT_MS
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -109,11 +112,6 @@ def searched(words: Sequence[str]) -> list[str]:
     return kept or list(words)
 
 
-def fts5_match(words: Sequence[str]) -> str:
-    """An FTS5 MATCH expression: the quoted words ORed (quotes doubled, so nothing is syntax)."""
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
 def _stem(word: str) -> str:
     """A crude stem for finding a word in a snippet (``meetings`` finds ``meeting``)."""
     return word if len(word) <= 4 else word[: max(4, len(word) - 3)]
@@ -158,106 +156,6 @@ def _lines_with(text_: str, lines: Sequence[str], stems: Sequence[str]) -> list[
     return sorted({bisect.bisect_right(starts, m.start()) - 1 for m in found})
 
 
-def _in_scopes(scopes: Sequence[str]) -> tuple[str, dict[str, Any]]:
-    names = [f"s{i}" for i in range(len(scopes))]
-    return ", ".join(":" + n for n in names), dict(zip(names, scopes, strict=True))
-
-
-_SQLITE = """
-SELECT f.scope, f.path, f.version, f.content, bm25(files_search, {weight}, 1.0) AS score
-FROM files_search JOIN files AS f ON f.id = files_search.rowid
-WHERE files_search MATCH :q AND f.scope IN ({scopes}) AND f.deleted = 0
-ORDER BY score, f.path
-LIMIT :k
-"""
-
-# Postgres ranks a bounded candidate set. ts_rank must read each ranked row's tsvector,
-# which for a file of a few KB lives out of line (TOAST): ~10 us a row, so ranking the
-# 3,000 files a common word matches took ~40 ms. The GIN index alone tells which
-# files hold which query word without reading any tsvector, so stage one picks the
-# PG_CANDIDATES files with the best estimate of ts_rank from what is cheap (how many
-# query words a file holds, which of them its path holds, its size: ts_rank with
-# every word counted once), and stage two computes the exact ts_rank of those only.
-# When no more than PG_CANDIDATES files match, every match is a candidate and the
-# ranking is exact; past that, a file that only repeats a word more often than its
-# rivals can be missed (bench/RESULTS.md gives how often on the bench corpus).
-# Each word's tsquery is written out (not taken from a subquery) so that the planner
-# sees a condition the GIN index on search_doc can answer. The estimate is float8
-# arithmetic: numeric's ln() alone cost ~10 us a file.
-_PG_HITS = """
-SELECT f.id, f.scope, f.deleted, f.size,
-       CASE WHEN f.path ILIKE :p{i} THEN {path_weight}::float8 ELSE 1.0::float8 END AS w
-FROM files AS f
-WHERE f.search_doc @@ plainto_tsquery('english', :w{i})
-"""
-
-# One word needs no grouping: each match is one row.
-_PG_CANDIDATES_ONE = ("SELECT id FROM hits WHERE scope IN ({scopes}) AND deleted = false "
-                      "ORDER BY w / ln(size + 2.0::float8) DESC, id LIMIT :n")
-_PG_CANDIDATES_MANY = ("SELECT id FROM hits WHERE scope IN ({scopes}) AND deleted = false "
-                       "GROUP BY id, size ORDER BY sum(w) / ln(size + 2.0::float8) DESC, id LIMIT :n")
-
-# OFFSET 0 keeps the scope test out of the GIN scans (no condition is pushed into a
-# subquery with an OFFSET): on a table without statistics (just imported) the planner
-# otherwise reads every file of the scope through the (scope, deleted) index and tests
-# each tsvector, ~100 ms at 2,000 files. (MATERIALIZED does the same but copies rows.)
-_POSTGRES = """
-WITH hits AS (SELECT * FROM ({hits}) AS u OFFSET 0),
-cand AS ({candidates})
-SELECT f.scope, f.path, f.version, f.content, ts_rank(f.search_doc, {query}, 1) AS score
-FROM files AS f
-WHERE f.id = ANY(ARRAY(SELECT id FROM cand))
-ORDER BY score DESC, f.path
-LIMIT :k
-"""
-# A word in the path weighs A (1.0) in search_doc against B (0.4) in the text; ts_rank
-# gives such a word ~2.5 times a text word's share, and the estimate does the same.
-_PG_PATH_WEIGHT = 2.5
-PG_CANDIDATES = 200
-
-
-_SQLITE_TOP = "SELECT rowid, bm25(files_search, {weight}, 1.0) AS score FROM files_search " \
-    "WHERE files_search MATCH :q ORDER BY score LIMIT :n"
-
-
-def _sqlite_two_stage(conn: Connection, scopes: Sequence[str], match: str, k: int) -> list[Any] | None:
-    """The best ``k`` of ``scopes`` from the index alone, then their rows; None when unsure.
-
-    Ranking inside FTS5 and joining only the top rows is several times faster than
-    joining every match (3,000 matches: ~8 ms against ~30 ms). Rows of other scopes
-    may take places in the top; when too few of ours survive and the index had more,
-    the caller runs the full query (None).
-    """
-    n = 4 * k + 20
-    top = conn.execute(text(_SQLITE_TOP.format(weight=PATH_WEIGHT)), {"q": match, "n": n}).all()
-    if not top:
-        return []
-    score = {r.rowid: r.score for r in top}
-    placeholders, params = _in_scopes(scopes)
-    ids = ", ".join(str(int(i)) for i in score)
-    # The text only of the k kept (for their snippets): reading n files' text cost more.
-    # With k or fewer in the top, one query reads everything.
-    few = len(top) <= k
-    rows = conn.execute(text(f"SELECT id, scope, path, version{', content' if few else ''} FROM files "
-                             f"WHERE id IN ({ids}) AND scope IN ({placeholders}) AND deleted = 0"), params).all()
-    if len(rows) < k and len(top) == n:
-        return None
-    found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
-    if few:
-        content = {r.id: r.content for r in found}
-    else:
-        kept = ", ".join(str(int(r.id)) for r in found)
-        content = {r.id: r.content for r in conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({kept})"))}
-    return [_Row(r.scope, r.path, r.version, content[r.id], score[r.id]) for r in found]
-
-
-@dataclass(frozen=True)
-class _Row:
-    scope: str
-    path: str
-    version: int
-    content: str
-    score: float
 
 
 class FullTextRanker:
@@ -277,41 +175,16 @@ class FullTextRanker:
         if backend.name not in self._kind:
             self._kind[backend.name] = backend.rank_index(conn)
         kind = self._kind[backend.name]
-        placeholders, params = _in_scopes(scopes)
-        if kind == "fts5":
-            rows: Sequence[Any] | None = _sqlite_two_stage(conn, scopes, fts5_match(words), k)
-            if rows is None:
-                sql = text(_SQLITE.format(weight=PATH_WEIGHT, scopes=placeholders))
-                rows = conn.execute(sql, {**params, "q": fts5_match(words), "k": k}).all()
-            # bm25 is lower-is-better and negative: flip it so higher is better.
-            return [Ranked(r.scope, r.path, -float(r.score), snippet(r.content, words), r.version)
-                    for r in rows]
-        if kind == "tsvector":
-            return _postgres(conn, placeholders, params, words, k)
-        return _scan(conn, scopes, words, k)
-
-
-def _postgres(conn: Connection, placeholders: str, params: dict[str, Any], words: Sequence[str],
-              k: int) -> list[Ranked]:
-    """Exact ts_rank over the ``PG_CANDIDATES`` best estimated matches (see ``_POSTGRES``)."""
-    hits = " UNION ALL ".join(_PG_HITS.format(i=i, path_weight=_PG_PATH_WEIGHT)
-                              for i in range(len(words)))
-    query_sql = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(words)))
-    wparams: dict[str, Any] = {f"w{i}": w for i, w in enumerate(words)}
-    # Words are letters and digits only (``terms``), so nothing in them is a LIKE wildcard;
-    # ILIKE folds case (/AGENTS.md) at half the cost of lower() + LIKE.
-    wparams.update({f"p{i}": f"%{_stem(w)}%" for i, w in enumerate(words)})
-    candidates = _PG_CANDIDATES_ONE if len(words) == 1 else _PG_CANDIDATES_MANY
-    sql = text(_POSTGRES.format(hits=hits, candidates=candidates.format(scopes=placeholders), query=query_sql))
-    conn.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
-    found = conn.execute(sql, {**params, **wparams, "n": max(PG_CANDIDATES, k), "k": k}).all()
-    return [Ranked(r.scope, r.path, float(r.score), snippet(r.content, words), r.version)
-            for r in found]
+        if kind == "scan":
+            return _scan(conn, scopes, words, k)
+        # The index's query is the backend's (bm25 over FTS5, ts_rank over a tsvector).
+        rows = backend.rank_rows(conn, scopes, words, [_stem(w) for w in words], k, path_weight=PATH_WEIGHT)
+        return [Ranked(r.scope, r.path, r.score, snippet(r.content, words), r.version) for r in rows]
 
 
 def _scan(conn: Connection, scopes: Sequence[str], words: Sequence[str], k: int) -> list[Ranked]:
     """No index: count the words in Python over files that contain one of them."""
-    placeholders, params = _in_scopes(scopes)
+    placeholders, params = in_scopes(scopes)
     likes = " OR ".join(f"lower(content) LIKE :l{i}" for i in range(len(words)))
     lparams = {f"l{i}": "%" + w.replace("\\", "").replace("%", "").replace("_", "") + "%"
                for i, w in enumerate(words)}

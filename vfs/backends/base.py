@@ -19,10 +19,10 @@ modules above it use the same ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from sqlalchemy import Connection, Engine, bindparam, insert, update
 from sqlalchemy.engine import URL
@@ -65,6 +65,22 @@ INSERT_REVISION = insert(revisions)
 # A revision's own columns (besides file_id and version), as ``overwrite`` takes them.
 REVISION_VALUES = ("author", "approval", "message", "content", "deleted", "size", "created_at",
                    "origin", "origin_thread", "origin_turn", "origin_run", "origin_detail")
+
+
+class RankRow(NamedTuple):
+    """A ranked file as ``rank_rows`` gives it: ``score`` is higher-is-better."""
+
+    scope: str
+    path: str
+    version: int
+    content: str
+    score: float
+
+
+def in_scopes(scopes: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """``:s0, :s1, ...`` and their values: an ``IN (...)`` of scopes as bound parameters."""
+    names = [f"s{i}" for i in range(len(scopes))]
+    return ", ".join(":" + n for n in names), dict(zip(names, scopes, strict=True))
 
 
 @runtime_checkable
@@ -139,6 +155,16 @@ class Backend(Protocol):
 
     def rank_index(self, conn: Connection) -> RankIndex:
         """Which full-text index ranked search can read."""
+        ...
+
+    def rank_rows(self, conn: Connection, scopes: Sequence[str], words: Sequence[str],
+                  stems: Sequence[str], k: int, *, path_weight: float) -> list[RankRow]:
+        """The best ``k`` live files of ``scopes`` for ``words`` by the full-text index.
+
+        Only when ``rank_index`` is not ``"scan"``. ``stems`` are the words' stems, for
+        finding them in paths; ``path_weight`` is what a word in the path is worth
+        against one in the text where the index takes it at query time (bm25's column
+        weight; Postgres fixed it in ``search_doc``'s A/B weights when indexing)."""
         ...
 
     def merge_pending(self, engine: Engine, *, search_only: bool, own: str) -> bool:

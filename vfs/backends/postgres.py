@@ -9,7 +9,7 @@ run in autocommit, saving the BEGIN and COMMIT round trips; the GIN indexes of
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -17,7 +17,15 @@ from sqlalchemy import Connection, Engine, bindparam, cast, insert, select, text
 from sqlalchemy.engine import URL
 
 from memagent.vfs.backends import postgres_roles
-from memagent.vfs.backends.base import REVISION_VALUES, UPDATE_LIVE, Features, RankIndex, raw_fetch_one
+from memagent.vfs.backends.base import (
+    REVISION_VALUES,
+    UPDATE_LIVE,
+    Features,
+    RankIndex,
+    RankRow,
+    in_scopes,
+    raw_fetch_one,
+)
 from memagent.vfs.models import revisions, threads
 from memagent.vfs.types import Entry
 
@@ -71,6 +79,54 @@ _MERGE_SEARCH = text("SELECT gin_clean_pending_list(to_regclass('ix_files_search
 # A batch at least this large, and at least half the size of the table, drops the
 # GIN indexes of ``files`` and builds them again after the insert.
 GIN_REBUILD_MIN = 2000  # the default of ``bulk_upkeep``'s ``rebuild_min``
+
+
+# Ranked search: ts_rank over ``files.search_doc`` (migration 0005).
+# Postgres ranks a bounded candidate set. ts_rank must read each ranked row's tsvector,
+# which for a file of a few KB lives out of line (TOAST): ~10 us a row, so ranking the
+# 3,000 files a common word matches took ~40 ms. The GIN index alone tells which
+# files hold which query word without reading any tsvector, so stage one picks the
+# PG_CANDIDATES files with the best estimate of ts_rank from what is cheap (how many
+# query words a file holds, which of them its path holds, its size: ts_rank with
+# every word counted once), and stage two computes the exact ts_rank of those only.
+# When no more than PG_CANDIDATES files match, every match is a candidate and the
+# ranking is exact; past that, a file that only repeats a word more often than its
+# rivals can be missed (bench/RESULTS.md gives how often on the bench corpus).
+# Each word's tsquery is written out (not taken from a subquery) so that the planner
+# sees a condition the GIN index on search_doc can answer. The estimate is float8
+# arithmetic: numeric's ln() alone cost ~10 us a file.
+_PG_HITS = """
+SELECT f.id, f.scope, f.deleted, f.size,
+       CASE WHEN f.path ILIKE :p{i} THEN {path_weight}::float8 ELSE 1.0::float8 END AS w
+FROM files AS f
+WHERE f.search_doc @@ plainto_tsquery('english', :w{i})
+"""
+
+# One word needs no grouping: each match is one row.
+_PG_CANDIDATES_ONE = ("SELECT id FROM hits WHERE scope IN ({scopes}) AND deleted = false "
+                      "ORDER BY w / ln(size + 2.0::float8) DESC, id LIMIT :n")
+_PG_CANDIDATES_MANY = ("SELECT id FROM hits WHERE scope IN ({scopes}) AND deleted = false "
+                       "GROUP BY id, size ORDER BY sum(w) / ln(size + 2.0::float8) DESC, id LIMIT :n")
+
+# OFFSET 0 keeps the scope test out of the GIN scans (no condition is pushed into a
+# subquery with an OFFSET): on a table without statistics (just imported) the planner
+# otherwise reads every file of the scope through the (scope, deleted) index and tests
+# each tsvector, ~100 ms at 2,000 files. (MATERIALIZED does the same but copies rows.)
+_POSTGRES = """
+WITH hits AS (SELECT * FROM ({hits}) AS u OFFSET 0),
+cand AS ({candidates})
+SELECT f.scope, f.path, f.version, f.content, ts_rank(f.search_doc, {query}, 1) AS score
+FROM files AS f
+WHERE f.id = ANY(ARRAY(SELECT id FROM cand))
+ORDER BY score DESC, f.path
+LIMIT :k
+"""
+# A word in the path weighs A (1.0) in search_doc against B (0.4) in the text; ts_rank
+# gives such a word ~2.5 times a text word's share, and the estimate does the same.
+_PG_PATH_WEIGHT = 2.5
+PG_CANDIDATES = 200
+# A ranked search is stopped after this long (it never should need it).
+RANK_TIMEOUT_MS = 5000
 
 
 class PostgresBackend:
@@ -140,6 +196,24 @@ class PostgresBackend:
             "SELECT 1 FROM information_schema.columns WHERE table_name = 'files' "
             "AND column_name = 'search_doc'").first()
         return "tsvector" if found else "scan"
+
+    def rank_rows(self, conn: Connection, scopes: Sequence[str], words: Sequence[str],
+                  stems: Sequence[str], k: int, *, path_weight: float) -> list[RankRow]:
+        """Exact ts_rank over the ``PG_CANDIDATES`` best estimated matches (see ``_POSTGRES``)."""
+        placeholders, params = in_scopes(scopes)
+        hits = " UNION ALL ".join(_PG_HITS.format(i=i, path_weight=_PG_PATH_WEIGHT)
+                                  for i in range(len(words)))
+        query_sql = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(words)))
+        wparams: dict[str, Any] = {f"w{i}": w for i, w in enumerate(words)}
+        # Words are letters and digits only (``ranking.terms``), so nothing in them is a
+        # LIKE wildcard; ILIKE folds case (/AGENTS.md) at half the cost of lower() + LIKE.
+        wparams.update({f"p{i}": f"%{stem}%" for i, stem in enumerate(stems)})
+        candidates = _PG_CANDIDATES_ONE if len(words) == 1 else _PG_CANDIDATES_MANY
+        sql = text(_POSTGRES.format(hits=hits, candidates=candidates.format(scopes=placeholders),
+                                    query=query_sql))
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {RANK_TIMEOUT_MS}")
+        found = conn.execute(sql, {**params, **wparams, "n": max(PG_CANDIDATES, k), "k": k})
+        return [RankRow(r.scope, r.path, r.version, r.content, float(r.score)) for r in found]
 
     def merge_pending(self, engine: Engine, *, search_only: bool, own: str) -> bool:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT", **{own: True}) as conn:

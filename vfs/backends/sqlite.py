@@ -10,14 +10,23 @@ upkeep relies on it); the FTS5 indexes lag behind ``files`` by ``fts_pending``
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, TextClause, event, text
 from sqlalchemy.engine import URL
 
-from memagent.vfs.backends.base import INSERT_REVISION, UPDATE_LIVE, WRITE, Features, RankIndex, raw_fetch_one
+from memagent.vfs.backends.base import (
+    INSERT_REVISION,
+    UPDATE_LIVE,
+    WRITE,
+    Features,
+    RankIndex,
+    RankRow,
+    in_scopes,
+    raw_fetch_one,
+)
 from memagent.vfs.models import threads
 from memagent.vfs.types import Entry
 
@@ -58,6 +67,58 @@ def _ls_files_query(ranges: int) -> TextClause:
     return text(" UNION ALL ".join(
         f"SELECT path, size FROM files WHERE scope = :scope AND path >= :lo{i} AND path < :hi{i} "
         "AND deleted = :live" for i in range(ranges)))
+
+
+# Ranked search: bm25 over the FTS5 table ``files_search`` (migration 0005), the path
+# weighted ``weight`` against the text.
+_SQLITE = """
+SELECT f.scope, f.path, f.version, f.content, bm25(files_search, {weight}, 1.0) AS score
+FROM files_search JOIN files AS f ON f.id = files_search.rowid
+WHERE files_search MATCH :q AND f.scope IN ({scopes}) AND f.deleted = 0
+ORDER BY score, f.path
+LIMIT :k
+"""
+
+
+def fts5_match(words: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: the quoted words ORed (quotes doubled, so nothing is syntax)."""
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+_SQLITE_TOP = "SELECT rowid, bm25(files_search, {weight}, 1.0) AS score FROM files_search " \
+    "WHERE files_search MATCH :q ORDER BY score LIMIT :n"
+
+
+def _two_stage(conn: Connection, scopes: Sequence[str], match: str, k: int, weight: float) -> list[RankRow] | None:
+    """The best ``k`` of ``scopes`` from the index alone, then their rows; None when unsure.
+
+    Ranking inside FTS5 and joining only the top rows is several times faster than
+    joining every match (3,000 matches: ~8 ms against ~30 ms). Rows of other scopes
+    may take places in the top; when too few of ours survive and the index had more,
+    the caller runs the full query (None).
+    """
+    n = 4 * k + 20
+    top = conn.execute(text(_SQLITE_TOP.format(weight=weight)), {"q": match, "n": n}).all()
+    if not top:
+        return []
+    score = {r.rowid: r.score for r in top}
+    placeholders, params = in_scopes(scopes)
+    ids = ", ".join(str(int(i)) for i in score)
+    # The text only of the k kept (for their snippets): reading n files' text cost more.
+    # With k or fewer in the top, one query reads everything.
+    few = len(top) <= k
+    rows = conn.execute(text(f"SELECT id, scope, path, version{', content' if few else ''} FROM files "
+                             f"WHERE id IN ({ids}) AND scope IN ({placeholders}) AND deleted = 0"), params).all()
+    if len(rows) < k and len(top) == n:
+        return None
+    found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
+    if few:
+        content = {r.id: r.content for r in found}
+    else:
+        kept = ", ".join(str(int(r.id)) for r in found)
+        content = {r.id: r.content for r in conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({kept})"))}
+    return [RankRow(r.scope, r.path, r.version, content[r.id], -float(score[r.id])) for r in found]
+
 
 
 class SqliteBackend:
@@ -140,6 +201,18 @@ class SqliteBackend:
         found = conn.exec_driver_sql(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'files_search'").first()
         return "fts5" if found else "scan"
+
+    def rank_rows(self, conn: Connection, scopes: Sequence[str], words: Sequence[str],
+                  stems: Sequence[str], k: int, *, path_weight: float) -> list[RankRow]:
+        match = fts5_match(words)
+        rows = _two_stage(conn, scopes, match, k, path_weight)
+        if rows is not None:
+            return rows
+        placeholders, params = in_scopes(scopes)
+        sql = text(_SQLITE.format(weight=path_weight, scopes=placeholders))
+        # bm25 is lower-is-better and negative: flip it so higher is better.
+        return [RankRow(r.scope, r.path, r.version, r.content, -float(r.score))
+                for r in conn.execute(sql, {**params, "q": match, "k": k})]
 
     def merge_pending(self, engine: Engine, *, search_only: bool, own: str) -> bool:
         # search_only changes nothing here: fts_pending lists every writer's rows.
