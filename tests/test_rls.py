@@ -275,6 +275,9 @@ def test_commands_refuse_sqlite_and_usage_mistakes_in_one_line(tmp_path: Path, f
         ("db", "grant", "bob", "--user", "u", "--read-only"): "--read-only goes with --agent",
         ("db", "grant", "bob", "--agent", "a", "--write"): "--write goes with --org",
         ("db", "revoke", "bob", "--org", ""): "is empty",
+        ("db", "grant", "bob", "--agent", "My Agent"): "invalid agent name 'My Agent'",
+        ("db", "grant", "bob", "--user", "a b"): "invalid user id 'a b'",
+        ("db", "role", "create", "pg_x", "--password-env", "NO_SUCH_VAR_H2"): "role name 'pg_x' is not allowed",
     }
     for args, says in mistakes.items():
         p = memagent_as(fresh_pg_url, *args, PW="x")
@@ -315,6 +318,16 @@ def test_through_memagent_a_role_lists_and_reads_only_its_grants(
     assert BOB_AGENT not in out(p)
     p = memagent_as(url, "fs", "ls", "/", "-a", BOB_AGENT)
     assert p.returncode == 1 and f"no agent named '{BOB_AGENT}'" in err(p)
+    # Nor may a role make or drop roles; the owner is told when there is nothing to do.
+    for args, says in ((("db", "role", "create", "t_other", "--password-env", "PW"), "only the database owner creates roles"),
+                       (("db", "role", "drop", bob), "only the database owner drops roles")):
+        p = memagent_as(url, *args, PW="pw")
+        assert p.returncode == 1 and says in err(p) and len(err(p).splitlines()) == 1, err(p)
+    assert memagent_as(owner, "db", "revoke", bob, "--user", "bob").returncode == 0
+    p = memagent_as(owner, "db", "grants", bob)
+    assert p.returncode == 0 and out(p) == "" and f"{bob} has no grants" in err(p), err(p)
+    p = memagent_as(owner, "db", "role", "drop", "t_nobody_here")
+    assert p.returncode == 0 and out(p) == "no role t_nobody_here; nothing changed\n", out(p)
 
 
 @contextlib.asynccontextmanager

@@ -80,6 +80,11 @@ def role_group() -> None:
 @handled
 def role_create(ctx: Ctx, name: str, password_env: str) -> None:
     """Create login role NAME (or set its password again); grant it access with `db grant`."""
+    try:  # a SQLite URL or a bad name is the first thing to say, before the password
+        roles.require_postgres_url(ctx.url)
+        roles.check_role_name(name)
+    except VfsError as exc:
+        fail(str(exc), status=2)
     password = os.environ.get(password_env, "")
     if not password:
         fail(f"${password_env} is not set or empty; put the role's password in it", status=2)
@@ -100,10 +105,10 @@ def role_drop(ctx: Ctx, name: str) -> None:
     """Drop role NAME: its grants and privileges in this database, then the login itself."""
     engine = _owner_engine(ctx, name)
     try:
-        roles.drop_role(engine, name)
+        dropped = roles.drop_role(engine, name)
     finally:
         engine.dispose()
-    click.echo(f"role {name} dropped")
+    click.echo(f"role {name} dropped" if dropped else f"no role {name}; nothing changed")
 
 
 def _scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -188,3 +193,6 @@ def db_grants(ctx: Ctx, name: str | None) -> None:
         engine.dispose()
     for line in lines:
         click.echo(line)
+    if not lines:
+        click.echo(f"{'no grants' if name is None else f'{name} has no grants'}; the owner grants "
+                   "with `memagent db grant ROLE --agent AGENT`", err=True)

@@ -68,6 +68,10 @@ READ_ONLY = ("alembic_version", "memagent_grants")
 # quoting in psql either; ``pg_`` is reserved by Postgres.
 ROLE_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 SCRAM_ITERATIONS = 4096
+# The store's agent-name rule (vfs/storecore.check_agent_name; not imported: that
+# module imports the backends) and the characters config.user_id keeps.
+_AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_SCOPE_ID = re.compile(r"[A-Za-z0-9_.@-]+")
 _RLS_REFUSAL = ("row-level security", "permission denied for table", "permission denied for sequence")
 
 
@@ -172,6 +176,7 @@ def create_role(engine: Engine, name: str, password: str) -> bool:
         raise VfsError("a role needs a non-empty password")
     verifier = scram_verifier(password)
     with engine.begin() as conn:
+        require_owner(conn, "creates roles")
         existed = role_exists(conn, name)
         verb = "ALTER" if existed else "CREATE"
         # A verifier is hex/base64 and '$:' only: safe inside a literal; DDL takes no binds.
@@ -179,8 +184,9 @@ def create_role(engine: Engine, name: str, password: str) -> bool:
     return not existed
 
 
-def drop_role(engine: Engine, name: str) -> None:
-    """Remove ``name``'s grants and privileges in this database, then the role (cluster-wide).
+def drop_role(engine: Engine, name: str) -> bool:
+    """Remove ``name``'s grants and privileges in this database, then the role (cluster-wide);
+    False when there was no such role.
 
     Dropping fails (the server says which) while the role holds privileges in
     another database; run this there first.
@@ -188,12 +194,14 @@ def drop_role(engine: Engine, name: str) -> None:
     require_postgres(engine)
     check_role_name(name)
     with engine.begin() as conn:
+        require_owner(conn, "drops roles")
         if not role_exists(conn, name):
-            return
+            return False
         if _has_grants_table(conn):
             conn.execute(text("DELETE FROM memagent_grants WHERE grantee = :r"), {"r": name})
         conn.exec_driver_sql(f"DROP OWNED BY {quote_ident(name)}")
         conn.exec_driver_sql(f"DROP ROLE {quote_ident(name)}")
+    return True
 
 
 # -- privileges and grants -----------------------------------------------------------
@@ -218,14 +226,14 @@ def check_protected(conn: Connection) -> None:
                        "access (run `memagent db upgrade` as the database owner)")
 
 
-def require_owner(conn: Connection) -> None:
-    """Refuse, in one line, a caller that does not own the tables (only the owner grants)."""
+def require_owner(conn: Connection, doing: str = "grants and revokes access") -> None:
+    """Refuse, in one line, a caller that does not own the tables (only the owner manages roles)."""
     owner = conn.scalar(text(
         "SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class AS c "
         "WHERE c.oid = to_regclass('memagent_grants')"))
     if owner is False:
         raise PermissionDenied(
-            f"only the database owner grants and revokes access; {conn.scalar(text('SELECT current_user'))!r} "
+            f"only the database owner {doing}; {conn.scalar(text('SELECT current_user'))!r} "
             "is not (run this with the owner's URL)")
 
 
@@ -243,8 +251,19 @@ def grant_privileges(conn: Connection, name: str) -> None:
 
 def scopes_of(kind: GrantKind, ident: str) -> list[str]:
     """The scopes one grant covers: an agent's own, its conversations and its settings."""
-    if not ident or ident != ident.strip():
-        raise VfsError(f"{kind} name {ident!r} is empty or has spaces around it")
+    if kind == "agent" and not _AGENT_NAME.fullmatch(ident):
+        # A grant on a name no agent can have would silently match nothing.
+        raise VfsError(f"invalid agent name {ident!r}: agent names are 1-64 characters of "
+                       "a-z, 0-9, '-' and '_', starting with a letter or digit")
+    if kind != "agent" and (not ident or ident != ident.strip()):
+        raise VfsError(f"{kind} id {ident!r} is empty or has spaces around it; give the id "
+                       f"as MEMAGENT_{kind.upper()} holds it")
+    if kind == "user" and not _SCOPE_ID.fullmatch(ident):
+        # MEMAGENT_USER turns other characters into '-', so such a grant would match nothing.
+        raise VfsError(f"invalid user id {ident!r}: use letters, digits and . _ @ - "
+                       "(as MEMAGENT_USER holds it)")
+    if kind == "org" and not ident.isprintable():
+        raise VfsError(f"invalid org id {ident!r}: it holds control characters")
     if kind == "agent":
         return [scope_name("agent", ident), scope_name("conversations", ident),
                 scope_name("settings", ident)]
@@ -320,9 +339,10 @@ def _on_error(context: Any) -> None:
     url = getattr(context.engine, "url", None)
     user = url.username if url is not None else None
     who = f"the database role {user!r}" if user else "this database role"
+    role = user if user and ROLE_NAME.fullmatch(user) else "ROLE"
     raise PermissionDenied(
-        f"{who} may not do this ({reason}); the database owner grants access with "
-        "`memagent db grant ROLE --agent A | --user U | --org O`")
+        f"{who} may not do this ({reason}); ask the database owner to grant it: "
+        f"`memagent db grant {role} --agent AGENT` (or --user USER_ID, --org ORG_ID)")
 
 
 def describe(items: Iterable[Grant]) -> list[str]:
