@@ -37,7 +37,7 @@ PASSWORD = "correct horse battery staple"
 ALICE_AGENT = "alice_notes"
 BOB_AGENT = "bob_notes"
 # Tables every role shares or only reads (no memory in them, or the grants themselves).
-NOT_FILTERED = {"alembic_version", "memagent_grants", "embedding_state"}
+NOT_FILTERED = {"alembic_version", "memagent_grants", "memagent_roles", "embedding_state"}
 
 
 def role_url(owner_url: str, role: str) -> str:
@@ -150,7 +150,7 @@ def test_every_table_with_memory_has_row_level_security(fresh_pg_url: str) -> No
     assert set(tables) - NOT_FILTERED == set(roles.APP_TABLES) == set(INSERTS)
     for name in roles.APP_TABLES:
         assert tables[name] == (True, False), name  # enabled, not forced: the owner keeps full access
-    assert tables["memagent_grants"][0]
+    assert tables["memagent_grants"][0] and tables["memagent_roles"][0]
 
 
 def test_another_users_role_sees_no_row_and_changes_none_with_raw_sql(
@@ -319,7 +319,8 @@ def test_through_memagent_a_role_lists_and_reads_only_its_grants(
     p = memagent_as(url, "fs", "ls", "/", "-a", BOB_AGENT)
     assert p.returncode == 1 and f"no agent named '{BOB_AGENT}'" in err(p)
     # Nor may a role make or drop roles; the owner is told when there is nothing to do.
-    for args, says in ((("db", "role", "create", "t_other", "--password-env", "PW"), "only the database owner creates roles"),
+    for args, says in ((("db", "role", "create", "t_other", "--password-env", "PW"),
+                        "only the database owner creates roles"),
                        (("db", "role", "drop", bob), "only the database owner drops roles")):
         p = memagent_as(url, *args, PW="pw")
         assert p.returncode == 1 and says in err(p) and len(err(p).splitlines()) == 1, err(p)
@@ -485,3 +486,26 @@ def test_only_a_users_role_is_filtered(fresh_pg_url: str, team: Callable[[str], 
     finally:
         owner.dispose()
         role.dispose()
+
+
+def test_a_role_memagent_does_not_manage_is_not_filtered_until_granted(fresh_pg_url: str) -> None:
+    """A role the owner gives table privileges by hand reads what they allow (as in any
+    Postgres database); the first ``db grant`` puts it under the policies."""
+    seed_alice(fresh_pg_url)
+    owner = create_engine(fresh_pg_url, isolation_level="AUTOCOMMIT")
+    name = f"t_byhand_{uuid.uuid4().hex[:8]}"
+    with owner.connect() as conn:
+        conn.execute(text(f"CREATE ROLE {name} LOGIN PASSWORD '{PASSWORD}'"))
+        conn.execute(text(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}"))
+    try:
+        by_hand = as_role(fresh_pg_url, name)
+        with by_hand.connect() as c:
+            assert c.scalar(text("SELECT count(*) FROM files WHERE scope = :s"), {"s": f"agent:{ALICE_AGENT}"}) > 0
+        roles.grant(owner, name, "agent", BOB_AGENT, write=False)
+        with by_hand.connect() as c:
+            assert c.scalar(text("SELECT count(*) FROM files WHERE scope = :s"), {"s": f"agent:{ALICE_AGENT}"}) == 0
+            assert c.scalar(text("SELECT count(*) FROM memagent_roles")) == 1  # its own row only
+        by_hand.dispose()
+    finally:
+        roles.drop_role(owner, name)
+        owner.dispose()

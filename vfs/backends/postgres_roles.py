@@ -17,6 +17,9 @@ database owner (who runs the migrations and bypasses row-level security):
   Granting again changes nothing (or only the write flag).
 - ``revoke``: removes those rows; the role's table privileges stay, and with no
   grant it sees no row of any table.
+- ``memagent_roles`` lists the roles these functions made or granted to: the only
+  roles the policies filter. A role the owner GRANTs table privileges by hand,
+  without ``grant``, reads what those privileges allow, as in any Postgres database.
 
 Invariants:
 - Every identifier sent is validated (``ROLE_NAME``) and quoted (``quote_ident``);
@@ -62,7 +65,7 @@ APP_TABLES = (
 # Tables without memory that every role shares (model names and generation counters).
 SHARED = ("embedding_state",)
 # Tables a role only reads: the schema revision (the start-up check), its own grants.
-READ_ONLY = ("alembic_version", "memagent_grants")
+READ_ONLY = ("alembic_version", "memagent_grants", "memagent_roles")
 
 # Lower-case letters, digits and underscores, starting with a letter: never needs
 # quoting in psql either; ``pg_`` is reserved by Postgres.
@@ -181,6 +184,8 @@ def create_role(engine: Engine, name: str, password: str) -> bool:
         verb = "ALTER" if existed else "CREATE"
         # A verifier is hex/base64 and '$:' only: safe inside a literal; DDL takes no binds.
         conn.exec_driver_sql(f"{verb} ROLE {quote_ident(name)} LOGIN PASSWORD '{verifier}'")
+        if _has_grants_table(conn):
+            _manage(conn, name)
     return not existed
 
 
@@ -199,6 +204,7 @@ def drop_role(engine: Engine, name: str) -> bool:
             return False
         if _has_grants_table(conn):
             conn.execute(text("DELETE FROM memagent_grants WHERE grantee = :r"), {"r": name})
+            conn.execute(text("DELETE FROM memagent_roles WHERE name = :r"), {"r": name})
         conn.exec_driver_sql(f"DROP OWNED BY {quote_ident(name)}")
         conn.exec_driver_sql(f"DROP ROLE {quote_ident(name)}")
     return True
@@ -208,6 +214,11 @@ def drop_role(engine: Engine, name: str) -> bool:
 
 def _has_grants_table(conn: Connection) -> bool:
     return conn.scalar(text("SELECT to_regclass('memagent_grants') IS NOT NULL")) is True
+
+
+def _manage(conn: Connection, name: str) -> None:
+    """Put ``name`` under the policies (migration 0010: a role not listed is not filtered)."""
+    conn.execute(text("INSERT INTO memagent_roles(name) VALUES (:r) ON CONFLICT (name) DO NOTHING"), {"r": name})
 
 
 def check_protected(conn: Connection) -> None:
@@ -281,6 +292,8 @@ def grant(engine: Engine, name: str, kind: GrantKind, ident: str, *, write: bool
                            f"memagent db role create {name} --password-env VAR")
         check_protected(conn)
         require_owner(conn)
+        # A role made by hand becomes memagent's here: filtered from this grant on.
+        _manage(conn, name)
         grant_privileges(conn, name)
         conn.execute(text(
             "INSERT INTO memagent_grants(grantee, scope, write) VALUES (:r, :s, :w) "

@@ -8,12 +8,16 @@ Postgres only (SQLite has no roles; nothing changes there).
   ``conversations:A``, ``settings:A``), a user or org grant one. The table has row
   level security too: a role reads only its own rows (and may change none), so no
   role learns who else was granted what.
+- ``memagent_roles(name)``: the roles memagent manages, those ``memagent db role
+  create`` made or ``memagent db grant`` granted to. Each reads only its own row.
 - Row-level security is ENABLED (not forced) on every table that holds memory,
   revisions, threads, proposals or vectors: the table owner (who runs the
   migrations and ``memagent db role``/``grant``) bypasses it, so a single-user
-  database, whose only role is the owner, pays nothing. Any other role sees a row
+  database, whose only role is the owner, pays nothing. A managed role sees a row
   only when the row's scope is granted to it, and inserts, updates or deletes one
-  only when granted for write. A row's scope is its ``scope`` column (``files``,
+  only when granted for write. A role memagent does not manage is not filtered: it
+  reads only what the owner GRANTed it by hand, as in any Postgres database (the
+  policies test that once per statement). A row's scope is its ``scope`` column (``files``,
   ``dirs``, ``embeddings``), its file's (``revisions``, ``embedding_pending``),
   ``agent:<name>`` for rows naming an agent (``agents``, ``threads``,
   ``reflection_runs``, ``proposals``), or its thread's agent (``messages``,
@@ -57,6 +61,9 @@ def _scopes(write: bool) -> str:
 
 Check = Callable[[bool], str]  # write? -> the SQL condition on a row
 
+# A role that memagent does not manage (an uncorrelated sub-query: evaluated once).
+_UNMANAGED = "NOT EXISTS (SELECT 1 FROM memagent_roles AS m WHERE m.name = current_user::text)"
+
 
 def _by_scope(column: str) -> Check:
     return lambda write: f"{column} IN ({_scopes(write)})"
@@ -91,8 +98,8 @@ _TABLES: dict[str, tuple[Check, bool]] = {
 
 
 def _policies(table: str, check: Check, readers_write: bool) -> list[str]:
-    read = check(False)
-    write = read if readers_write else check(True)
+    read = f"{_UNMANAGED} OR {check(False)}"
+    write = read if readers_write else f"{_UNMANAGED} OR {check(True)}"
     return [
         f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
         f"CREATE POLICY memagent_read ON {table} FOR SELECT USING ({read})",
@@ -113,6 +120,11 @@ def upgrade() -> None:
     bind.exec_driver_sql("ALTER TABLE memagent_grants ENABLE ROW LEVEL SECURITY")
     bind.exec_driver_sql("CREATE POLICY memagent_own ON memagent_grants FOR SELECT "
                          "USING (grantee = current_user::text)")
+    bind.exec_driver_sql("CREATE TABLE memagent_roles (name text NOT NULL, "
+                         "CONSTRAINT pk_memagent_roles PRIMARY KEY (name))")
+    bind.exec_driver_sql("ALTER TABLE memagent_roles ENABLE ROW LEVEL SECURITY")
+    bind.exec_driver_sql("CREATE POLICY memagent_self ON memagent_roles FOR SELECT "
+                         "USING (name = current_user::text)")
     for table, (check, readers_write) in _TABLES.items():
         for ddl in _policies(table, check, readers_write):
             bind.exec_driver_sql(ddl)
@@ -127,3 +139,4 @@ def downgrade() -> None:
             bind.exec_driver_sql(f"DROP POLICY IF EXISTS {name} ON {table}")
         bind.exec_driver_sql(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
     bind.exec_driver_sql("DROP TABLE IF EXISTS memagent_grants")
+    bind.exec_driver_sql("DROP TABLE IF EXISTS memagent_roles")
