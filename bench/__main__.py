@@ -40,6 +40,13 @@ if sys.argv[1:2] == ["concurrency"]:
 
     raise SystemExit(concurrency_main(sys.argv[2:]))
 
+if any(a == "--agents" or a.startswith("--agents=") for a in sys.argv[1:]):
+    # ``python -m bench --agents N``: many agents on one database (bench/scale.py has its
+    # own options: --files-per-agent, --pg, --hybrid, ...).
+    from bench.scale import main as scale_main
+
+    raise SystemExit(scale_main(sys.argv[1:]))
+
 from bench.run import main  # noqa: E402 (the suite's imports are heavier)
 
 raise SystemExit(main())

@@ -560,16 +560,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).with_name("RESULTS.md")),
                     help="where to write the Markdown results ('-' = do not write)")
     ap.add_argument("--agents", type=int, default=0,
-                    help="run the scale bench instead (bench/scale.py): N agents x --files-per-agent "
-                         "files against a database holding one agent; see `python -m bench.scale -h`")
-    args, rest = ap.parse_known_args(argv)
+                    help="run the scale bench instead (bench/scale.py, started by bench/__main__.py): "
+                         "N agents x --files-per-agent files against a database holding one agent; "
+                         "see `python -m bench.scale -h`")
+    args = ap.parse_args(argv)
     if args.agents:
-        # The scale bench has its own options (--files-per-agent, --pg, --hybrid, ...).
-        from bench import scale
-
-        return scale.main(list(argv if argv is not None else sys.argv[1:]))
-    if rest:
-        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+        ap.error("--agents is the scale bench: run it as `python -m bench --agents N`")
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if args.files and args.files not in sizes:
         sizes.append(args.files)
