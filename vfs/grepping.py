@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, and_, select
+from sqlalchemy import ColumnElement, Connection, and_, literal_column, select
 from sqlalchemy.exc import DBAPIError
 
 from memagent.vfs import search
@@ -55,7 +55,7 @@ class Grepping(StoreCore):
             from memagent.vfs.fts import candidates
 
             features = self._features(conn)
-            narrow = candidates(features, regexinfo.info(regex).required)
+            narrow = candidates(features, regexinfo.info(regex).required, conn=conn, scope=scope)
             keep = None
             if narrow is None:
                 # No literal to look up: a regex pre-filter, in the database or in RE2.
@@ -68,7 +68,10 @@ class Grepping(StoreCore):
             path_col: ColumnElement[str] = files.c.path
             live: ColumnElement[bool] = files.c.deleted.is_(False)
             if pg_narrow:
-                scope_col, path_col = files.c.scope.concat(""), files.c.path.concat("")
+                # ``scope || ''`` is the trigram index's own first key (migration 0011),
+                # written with a literal '' so that every plan, generic ones too, sees it.
+                scope_col = files.c.scope.concat(literal_column("''"))
+                path_col = files.c.path.concat(literal_column("''"))
                 live = files.c.deleted.is_not(True)
             cond = [scope_col == scope, live]
             if base != "/" and self._is_live_file(conn, scope, base):

@@ -9,15 +9,21 @@ the scope or by a file's id, except the ones below.
   one index range per scope, instead of every agent's vectors (at 1,000 agents x
   100 files: 300,000 rows, 360 MB, read in the search's transaction).
 - Postgres: the trigram index ``ix_files_content_trgm`` (0003) and the full-text
-  index ``ix_files_search_doc`` (0005) become ``gin (scope, ...)`` with the
+  index ``ix_files_search_doc`` (0005) gain the scope as their first key, with the
   ``btree_gin`` extension, under the same names (``backends/postgres.py`` finds them
   by name) and the same storage options (``fastupdate``, 0007). A GIN index with the
-  scope as its first key answers ``scope = :s AND content LIKE '%word%'`` by
-  intersecting the scope's short posting list with the word's, so a grep of one
-  agent no longer reads every agent's matching rows (1000 agents: a common word's
-  grep took 1.5 s through the trigram index alone, 0.6 ms through this one,
-  measured by hand with EXPLAIN ANALYZE). A query that does not name the scope
-  still uses the index as before. Without ``btree_gin`` (not installed, no
+  scope as a key answers ``scope = :s AND content LIKE '%word%'`` by walking the
+  scope's short posting list and skipping through the word's, so a grep of one
+  agent no longer reads every agent's matching rows (1,000 agents: a common word's
+  grep took 314 ms through the trigram index alone, 0.7 ms through this one).
+  The scope is keyed through an expression that no other index of ``files`` has:
+  ``(scope || '')`` for the trigram index, ``('' || scope)`` for the full-text one.
+  Keyed by the bare column, the planner could answer the scope test of a grep from
+  a b-tree (or from the other GIN index) and re-check every one of the scope's
+  TOASTed texts instead (1.8 ms at 100 files, seconds at 10,000), since it does not
+  cost reading TOAST. grep and search name their own index's expression
+  (``vfs/grepping.py``, ``backends/postgres.py``); a query that does not still uses
+  the index for its text keys as before. Without ``btree_gin`` (not installed, no
   privilege) the indexes stay as they were and a warning says so.
 - SQLite's FTS5 indexes cannot take a scope key; see ``docs/scale-out.md``.
 
@@ -44,8 +50,8 @@ log = logging.getLogger("memagent.vfs")
 
 # name -> (the column part with the scope key, the column part before, storage options)
 _GIN = {
-    "ix_files_content_trgm": ("scope, content gin_trgm_ops", "content gin_trgm_ops"),
-    "ix_files_search_doc": ("scope, search_doc", "search_doc"),
+    "ix_files_content_trgm": ("((scope)::text || ''), content gin_trgm_ops", "content gin_trgm_ops"),
+    "ix_files_search_doc": ("('' || (scope)::text), search_doc", "search_doc"),
 }
 
 
