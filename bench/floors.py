@@ -67,13 +67,11 @@ def write_floor(engine: Engine, scope: str, path: str, content: str, rounds: int
     if engine.dialect.name == "postgresql":
         return _pg_write_floor(engine, update, args, content, rounds)
 
-    from memagent.vfs.pending import SQLITE_MERGE
+    from memagent.vfs.backends.sqlite_fts import merge
 
     with engine.connect() as conn:
         names = set(conn.scalars(text("SELECT name FROM sqlite_master")))
     pending = sorted(n for n in names if n.startswith("files_index_pending_"))
-    merge = [sql for index, sqls in SQLITE_MERGE.items() if index in names for sql in sqls]
-    merge.append("DELETE FROM fts_pending")
 
     def timed(drop: list[str], *, merged: bool = False) -> float:
         """The UPDATE's time or, ``merged``, the time of merging it into the FTS5 indexes."""
@@ -84,14 +82,12 @@ def write_floor(engine: Engine, scope: str, path: str, content: str, rounds: int
                 for name in drop:
                     conn.execute(text(f'DROP TRIGGER "{name}"'))
                 if merged:
-                    for sql in merge:  # what others left pending, untimed
-                        conn.execute(text(sql))
+                    merge(conn)  # what others left pending, untimed
                 t = time.perf_counter()
                 conn.execute(update, {**args, "c": f"{content}{i}\n"})
                 if merged:
                     t = time.perf_counter()
-                    for sql in merge:
-                        conn.execute(text(sql))
+                    merge(conn)
                 xs.append(time.perf_counter() - t)
                 trans.rollback()
         return statistics.median(xs) * 1000

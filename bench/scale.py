@@ -66,13 +66,13 @@ POOL = 1500  # distinct bodies every agent's files are drawn from
 
 Fn = Callable[[], Any]
 
-# Indexes whose entries are every agent's rows (not led by scope): a plan reading them
-# reads other agents' entries before the scope condition can drop them.
+# Indexes whose entries are many agents' rows: a plan reading them without the scope in
+# its condition (``_scope_keyed``) reads other agents' entries before the scope drops them.
 GLOBAL_INDEXES = {
     "ix_files_content_trgm": "trigram index over every agent's text",
     "ix_files_search_doc": "full-text index over every agent's text",
-    "files_fts": "FTS5 trigram index over every agent's text",
-    "files_search": "FTS5 word index over every agent's text",
+    "files_fts": "FTS5 trigram index over a bucket of agents' text",
+    "files_search": "FTS5 word index over a bucket of agents' text",
 }
 
 
@@ -368,6 +368,7 @@ _PG_INDEX = re.compile(r"(?:Index Scan|Index Only Scan|Bitmap Index Scan)(?: Bac
 _PG_SEQ = re.compile(r"Seq Scan on (\w+)")
 _SQ_INDEX = re.compile(r"USING (?:COVERING )?INDEX (\w+)|USING (INTEGER PRIMARY KEY)"
                        r"|(?:SCAN|SEARCH) (\w+) VIRTUAL TABLE")
+_SQ_BUCKET = re.compile(r"(?<=^files_fts)_\d+$|(?<=^files_search)_\d+$")  # bucket n's tables
 _SQ_SCAN = re.compile(r"^\s*(?:--)?SCAN (\w+)(?: AS \w+)?\s*$")
 # Tables whose rows belong to agents: a whole scan of one reads everyone's rows.
 AGENT_TABLES = {"files", "revisions", "dirs", "embeddings", "embedding_pending", "fts_pending",
@@ -421,7 +422,8 @@ def read_plan(call: str, sql: str, plan: str, dialect: str) -> Plan:
     else:
         for line in plan.splitlines():
             for m in _SQ_INDEX.finditer(line):
-                indexes.append(m.group(1) or ("rowid of " + line.split()[1] if m.group(2) else m.group(3)))
+                name = m.group(1) or ("rowid of " + line.split()[1] if m.group(2) else m.group(3))
+                indexes.append(_SQ_BUCKET.sub("", name))
             m2 = _SQ_SCAN.match(line)
             if m2 and m2.group(1) in AGENT_TABLES and m2.group(1) not in _SMALL:
                 scans.append(f"SCAN {m2.group(1)}")
@@ -432,10 +434,17 @@ def read_plan(call: str, sql: str, plan: str, dialect: str) -> Plan:
 
 
 def _scope_keyed(plan: str, index: str) -> bool:
-    """Whether every use of ``index`` in a Postgres plan has the scope in its condition
-    (migration 0011 makes the GIN indexes ``(scope, ...)``: then only the scope's
-    entries are intersected)."""
+    """Whether every use of ``index`` in a plan reads only the scope's entries.
+
+    Postgres: the scope is in the index condition (migration 0011 keys the GIN indexes
+    by scope first: only the scope's entries are walked). SQLite: the FTS5 table is
+    read in a rowid range (``INDEX 0:M1><``: MATCH with rowid >= and <=), the scope's
+    own block of its bucket (migration 0012, ``vfs/backends/sqlite_fts.py``)."""
     lines = plan.splitlines()
+    if any("VIRTUAL TABLE" in ln for ln in lines):
+        uses = [ln for ln in lines if re.search(rf"\b{index}(?:_\d+)?(?: AS \w+)? VIRTUAL TABLE", ln)]
+        return bool(uses) and all(re.search(r"INDEX \d+:M\d*[^ ]*>[^ ]*<|INDEX \d+:M\d*[^ ]*<[^ ]*>", ln)
+                                  for ln in uses)
     uses = [i for i, ln in enumerate(lines) if re.search(rf"\b(?:on|using) {index}\b", ln)]
     for i in uses:
         cond = next((ln for ln in lines[i + 1 : i + 3] if "Index Cond:" in ln), "")

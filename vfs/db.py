@@ -59,7 +59,7 @@ from memagent.vfs.backends.base import WRITE as WRITE  # the writing connections
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0011"
+HEAD = "0012"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this
 # one spells "memagent").
 MIGRATION_LOCK = 0x6D656D6167656E74

@@ -5,8 +5,9 @@ built here is true for every live file that contains the required text, so the
 candidate set is a superset of what ``search.scan_plain`` would report; the exact
 answer always comes from ``search.scan`` on the candidates' real content.
 
-- SQLite: ``files_fts`` (FTS5, trigram tokenizer, ``detail=none``, case folded by
-  its own Unicode rules). A needle becomes the AND of its trigrams: text that
+- SQLite: the scope's trigram table (FTS5, trigram tokenizer, ``detail=none``, case
+  folded by its own Unicode rules), read in the scope's own rowid range
+  (``backends/sqlite_fts.py``). A needle becomes the AND of its trigrams: text that
   contains the needle contains each trigram, folded identically on both sides.
   Rows whose index entries are not merged yet (``fts_pending``, migration 0008)
   are always candidates: the index may still hold an older text for them.
@@ -27,16 +28,17 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Connection,
+    Integer,
     and_,
     bindparam,
     column,
-    literal_column,
     or_,
     select,
     table,
+    text,
 )
 
-from .backends import Features, backend_for
+from .backends import Features, backend_for, sqlite_fts
 from .models import files
 from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 
@@ -45,7 +47,6 @@ from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 # the exact check afterwards removes what they let through.
 MAX_TRIGRAMS_PER_NEEDLE = 6
 
-_fts = table("files_fts", column("rowid"))
 _pending = table("fts_pending", column("id"))
 
 
@@ -99,17 +100,34 @@ def _pg_condition(req: Req) -> ColumnElement[bool]:
     return and_(*parts) if isinstance(req, AllOf) else or_(*parts)
 
 
-def candidates(features: Features, req: Req | None) -> ColumnElement[bool] | None:
-    """A WHERE condition on ``files`` narrowing grep to possible matches, or None."""
+def candidates(features: Features, req: Req | None, *, conn: Connection | None = None,
+               scope: str | None = None) -> ColumnElement[bool] | None:
+    """A WHERE condition on ``files`` narrowing grep to possible matches, or None.
+
+    With ``conn`` and ``scope`` (grep), for the files of that scope: SQLite reads the
+    scope's own rowid range of its bucket. Without (the whole database), SQLite
+    narrows bucket 0's files only and lets every other file through, which keeps
+    the invariant (a superset) without knowing the buckets.
+    """
     if req is None:
         return None
+    if features.sqlite_fts and (conn is None or scope is None):
+        mask = (1 << sqlite_fts.KEY_SHIFT) - 1
+        sql = (f"SELECT rowid & {mask} AS id FROM files_fts WHERE files_fts MATCH :q "
+               "UNION ALL SELECT id FROM files WHERE scope NOT IN (SELECT scope FROM fts_scopes WHERE bucket = 0)")
+        if features.sqlite_pending:
+            sql += " UNION ALL SELECT id FROM fts_pending"
+        return files.c.id.in_(text(sql).bindparams(q=fts5_query(req)).columns(id=Integer))
     if features.sqlite_fts:
-        query: BindParameter[str] = bindparam(None, fts5_query(req))
-        matched = select(_fts.c.rowid).where(literal_column("files_fts").op("MATCH")(query))
+        assert conn is not None and scope is not None
+        found = sqlite_fts.trigram_ids_sql(conn, scope)
+        if found is None:  # nothing of the scope indexed yet: only pending rows can match
+            return files.c.id.in_(select(_pending.c.id)) if features.sqlite_pending else files.c.id.in_([])
+        sql, bounds = found
         if features.sqlite_pending:
             # One IN over a UNION: SQLite builds it once and probes files by id.
-            return files.c.id.in_(matched.union_all(select(_pending.c.id)))
-        return files.c.id.in_(matched)
+            sql += " UNION ALL SELECT id FROM fts_pending"
+        return files.c.id.in_(text(sql).bindparams(q=fts5_query(req), **bounds).columns(id=Integer))
     if features.pg_trgm:
         return _pg_condition(req)
     return None

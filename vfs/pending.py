@@ -47,15 +47,11 @@ from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from memagent.vfs.backends import backend_for
-from memagent.vfs.backends import sqlite as sqlite_backend
 
 log = logging.getLogger("memagent.vfs")
 
 DELAY = 0.05
 MAX_DELAY = 1.0
-
-# Re-exported for bench/floors.py (the statements are the SQLite backend's).
-SQLITE_MERGE = sqlite_backend.SQLITE_MERGE
 
 _OWN = "memagent_pending_merge"  # execution option marking the merge's own connection
 OWN_CONNECTION = _OWN  # for other background writers (vfs/embeddings/index.py)

@@ -7,6 +7,7 @@ looks at which database it is talking to (``tests/test_backends.py`` enforces it
 a third database is one more module here and its migrations.
 
 ``postgres_roles``: database roles per user and row-level security grants (Postgres only).
+``sqlite_fts``: SQLite's full-text tables, per-scope rowid blocks in buckets (SQLite only).
 """
 
 from __future__ import annotations

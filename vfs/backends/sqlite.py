@@ -4,7 +4,8 @@ Invariants: writers begin ``IMMEDIATE`` (the ``WRITE`` execution option), so a
 transaction that reads before it writes holds the write lock from the start; one
 writer at a time makes a batch's new row ids exactly ``max(id) + 1 ...`` (the bulk
 upkeep relies on it); the FTS5 indexes lag behind ``files`` by ``fts_pending``
-(migration 0008), which the merge empties.
+(migration 0008), which the merge empties; their entries are kept in per-scope
+rowid blocks and buckets of tables (``sqlite_fts``, migration 0012).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine, TextClause, event, text
 from sqlalchemy.engine import URL
 
+from memagent.vfs.backends import sqlite_fts
 from memagent.vfs.backends.base import (
     INSERT_REVISION,
     UPDATE_LIVE,
@@ -41,22 +43,6 @@ _GAPS_PER_QUERY = 200
 _LS_DIRS = text("SELECT path, files FROM dirs WHERE scope = :scope AND depth = :depth "
                 "AND path >= :lo AND path < :hi")
 
-# The text each FTS5 index holds for a pending row out, the row's current text in
-# (migration 0008 states the invariant these keep).
-SQLITE_MERGE = {
-    "files_fts": (
-        "INSERT INTO files_fts(files_fts, rowid, content) "
-        "SELECT 'delete', id, content FROM fts_pending WHERE content IS NOT NULL",
-        "INSERT INTO files_fts(rowid, content) SELECT f.id, f.content FROM fts_pending AS p "
-        "JOIN files AS f ON f.id = p.id WHERE f.content IS NOT NULL",
-    ),
-    "files_search": (
-        "INSERT INTO files_search(files_search, rowid, path, content) "
-        "SELECT 'delete', id, path, content FROM fts_pending WHERE content IS NOT NULL",
-        "INSERT INTO files_search(rowid, path, content) SELECT f.id, f.path, f.content "
-        "FROM fts_pending AS p JOIN files AS f ON f.id = p.id WHERE f.content IS NOT NULL",
-    ),
-}
 _SQLITE_TABLES = text("SELECT name FROM sqlite_master WHERE type = 'table' "
                       "AND name IN ('fts_pending', 'files_fts', 'files_search')")
 
@@ -69,56 +55,9 @@ def _ls_files_query(ranges: int) -> TextClause:
         "AND deleted = :live" for i in range(ranges)))
 
 
-# Ranked search: bm25 over the FTS5 table ``files_search`` (migration 0005), the path
-# weighted ``weight`` against the text.
-_SQLITE = """
-SELECT f.scope, f.path, f.version, f.content, bm25(files_search, {weight}, 1.0) AS score
-FROM files_search JOIN files AS f ON f.id = files_search.rowid
-WHERE files_search MATCH :q AND f.scope IN ({scopes}) AND f.deleted = 0
-ORDER BY score, f.path
-LIMIT :k
-"""
-
-
 def fts5_match(words: Sequence[str]) -> str:
     """An FTS5 MATCH expression: the quoted words ORed (quotes doubled, so nothing is syntax)."""
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-
-
-_SQLITE_TOP = "SELECT rowid, bm25(files_search, {weight}, 1.0) AS score FROM files_search " \
-    "WHERE files_search MATCH :q ORDER BY score LIMIT :n"
-
-
-def _two_stage(conn: Connection, scopes: Sequence[str], match: str, k: int, weight: float) -> list[RankRow] | None:
-    """The best ``k`` of ``scopes`` from the index alone, then their rows; None when unsure.
-
-    Ranking inside FTS5 and joining only the top rows is several times faster than
-    joining every match (3,000 matches: ~8 ms against ~30 ms). Rows of other scopes
-    may take places in the top; when too few of ours survive and the index had more,
-    the caller runs the full query (None).
-    """
-    n = 4 * k + 20
-    top = conn.execute(text(_SQLITE_TOP.format(weight=weight)), {"q": match, "n": n}).all()
-    if not top:
-        return []
-    score = {r.rowid: r.score for r in top}
-    placeholders, params = in_scopes(scopes)
-    ids = ", ".join(str(int(i)) for i in score)
-    # The text only of the k kept (for their snippets): reading n files' text cost more.
-    # With k or fewer in the top, one query reads everything.
-    few = len(top) <= k
-    rows = conn.execute(text(f"SELECT id, scope, path, version{', content' if few else ''} FROM files "
-                             f"WHERE id IN ({ids}) AND scope IN ({placeholders}) AND deleted = 0"), params).all()
-    if len(rows) < k and len(top) == n:
-        return None
-    found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
-    if few:
-        content = {r.id: r.content for r in found}
-    else:
-        kept = ", ".join(str(int(r.id)) for r in found)
-        content = {r.id: r.content for r in conn.execute(text(f"SELECT id, content FROM files WHERE id IN ({kept})"))}
-    return [RankRow(r.scope, r.path, r.version, content[r.id], -float(score[r.id])) for r in found]
-
 
 
 class SqliteBackend:
@@ -204,15 +143,24 @@ class SqliteBackend:
 
     def rank_rows(self, conn: Connection, scopes: Sequence[str], words: Sequence[str],
                   stems: Sequence[str], k: int, *, path_weight: float) -> list[RankRow]:
-        match = fts5_match(words)
-        rows = _two_stage(conn, scopes, match, k, path_weight)
-        if rows is not None:
-            return rows
+        # bm25 over each scope's own rowid range of its bucket (sqlite_fts), then the
+        # best k live files. A few more than k per scope: an entry may be stale (a
+        # file another connection changed since search merged), and is dropped below.
+        hits = sqlite_fts.ranked(conn, scopes, fts5_match(words), 2 * k + 10, path_weight)
+        if not hits:
+            return []
+        score = {h.file_id: h.score for h in hits}
         placeholders, params = in_scopes(scopes)
-        sql = text(_SQLITE.format(weight=path_weight, scopes=placeholders))
+        ids = ", ".join(str(i) for i in score)
+        rows = conn.execute(text(f"SELECT id, scope, path, version FROM files WHERE id IN ({ids}) "
+                                 f"AND scope IN ({placeholders}) AND deleted = 0"), params).all()
         # bm25 is lower-is-better and negative: flip it so higher is better.
-        return [RankRow(r.scope, r.path, r.version, r.content, -float(r.score))
-                for r in conn.execute(sql, {**params, "q": match, "k": k})]
+        found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
+        # The text of the k kept only (for their snippets).
+        kept = ", ".join(str(int(r.id)) for r in found) or "NULL"
+        content: dict[int, str] = {int(i): c for i, c in conn.execute(
+            text(f"SELECT id, content FROM files WHERE id IN ({kept})"))}
+        return [RankRow(r.scope, r.path, r.version, content[r.id], -float(score[r.id])) for r in found]
 
     def merge_pending(self, engine: Engine, *, search_only: bool, own: str) -> bool:
         # search_only changes nothing here: fts_pending lists every writer's rows.
@@ -221,11 +169,7 @@ class SqliteBackend:
             if "fts_pending" not in tables or not _has_pending(conn):
                 return False  # a schema before 0008, or nothing to merge: no write lock taken
         with engine.connect().execution_options(**{WRITE: True, own: True}) as conn, conn.begin():
-            for index, statements in SQLITE_MERGE.items():
-                if index in tables:
-                    for statement in statements:
-                        conn.exec_driver_sql(statement)
-            conn.exec_driver_sql("DELETE FROM fts_pending")
+            sqlite_fts.merge(conn)
         return True
 
     def merges_in_background(self, engine: Engine) -> bool:
@@ -253,15 +197,7 @@ class SqliteBackend:
             conn.execute(text("DELETE FROM memagent_bulk"))
         # Rows above ``first`` are exactly this batch: SQLite numbers new rows max(id) + 1
         # and no other writer can insert until this transaction ends.
-        # A new row whose id is pending (an id a removed row had) is the merge's to index.
-        fresh = "id > :first AND content IS NOT NULL" + (
-            " AND id NOT IN (SELECT id FROM fts_pending)" if "fts_pending" in have else "")
-        if "files_fts" in have:
-            conn.execute(text(f"INSERT INTO files_fts(rowid, content) SELECT id, content FROM files "
-                              f"WHERE {fresh}"), {"first": first})
-        if "files_search" in have:
-            conn.execute(text(f"INSERT INTO files_search(rowid, path, content) SELECT id, path, content "
-                              f"FROM files WHERE {fresh}"), {"first": first})
+        sqlite_fts.index_new(conn, first, skip_pending="fts_pending" in have)
 
     def migration_lock(self, conn: Connection, wait_seconds: int, key: int) -> None:
         return None  # BEGIN IMMEDIATE already serialises every writer
