@@ -300,6 +300,7 @@ def test_through_memagent_a_role_lists_and_reads_only_its_grants(
     assert p.returncode == 0 and BOB_AGENT in out(p) and ALICE_AGENT not in out(p), out(p)
     p = memagent_as(url, "fs", "cat", "/AGENTS.md", "-a", ALICE_AGENT)
     assert p.returncode == 1 and err(p).startswith(f"memagent: no agent named '{ALICE_AGENT}'")
+    assert f"`memagent db grant {bob} --agent {ALICE_AGENT}`" in err(p)  # not "init": it exists, hidden
     assert len(err(p).splitlines()) == 1
     p = memagent_as(url, "fs", "grep", "milk", "/", "-a", BOB_AGENT)
     assert p.returncode == 1 and out(p) == ""  # alice's todo is not a candidate

@@ -50,11 +50,16 @@ def count_lines(content: str) -> int:
     return content.count("\n") + (0 if content.endswith("\n") else 1)
 
 
-def no_agent_message(name: str) -> str:
+def no_agent_message(name: str, *, role: str | None = None) -> str:
     """The one line for an agent that does not exist; `memagent init` is suggested only
-    for a name it would accept."""
+    for a name it would accept. ``role``: the database role the caller logs in as, when
+    it sees only what was granted to it (the agent may exist, hidden)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name or ""):
         return f"no agent named {name!r} ({AGENT_NAME_HELP}); list agents with `memagent agents`"
+    if role is not None:
+        return (f"no agent named {name!r} that the database role {role!r} may see; ask the database "
+                f"owner to grant it (`memagent db grant {role} --agent {name}`) or list yours with "
+                "`memagent agents`")
     return f"no agent named {name!r}; create it with `memagent init {name}` or list agents with `memagent agents`"
 
 

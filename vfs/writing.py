@@ -48,8 +48,9 @@ class Writing(StoreCore):
     def require_agent(self, name: str) -> None:
         with self._read() as conn:
             found = conn.scalar(select(agents.c.id).where(agents.c.name == name))
+            role = conn.engine.url.username if found is None and self.db.backend.rows_filtered(conn) else None
         if found is None:
-            raise AgentNotFound(no_agent_message(name))
+            raise AgentNotFound(no_agent_message(name, role=role or None))
 
     def _prepare(self, scope: str, path: str, shown: str | None, expected_version: int | None,
                  *, must_exist: bool) -> tuple[str, str, str | None, int]:

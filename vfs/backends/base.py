@@ -142,6 +142,11 @@ class Backend(Protocol):
         """Bound the server's share of a grep to ``ms`` (in ``conn``'s transaction)."""
         ...
 
+    def rows_filtered(self, conn: Connection) -> bool:
+        """Whether this connection's login sees only the rows granted to it (a user's
+        role under row-level security, Postgres migration 0010)."""
+        ...
+
     def grep_index_only(self, conn: Connection) -> bool:
         """Make the trigram index the only way into ``files`` for this transaction.
 

@@ -183,6 +183,9 @@ class PostgresBackend:
         # it runs: let the server stop it at grep's deadline.
         conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(int(ms), 1)}")
 
+    def rows_filtered(self, conn: Connection) -> bool:
+        return postgres_roles.filtered(conn)
+
     def grep_index_only(self, conn: Connection) -> bool:
         # Postgres does not cost reading TOASTed content: on a small scope it picks a
         # scan that reads every file's text over the trigram index (17 ms instead of
@@ -191,7 +194,7 @@ class PostgresBackend:
         # only way in. Not for a user's role under row-level security (migration 0010):
         # LIKE is not leakproof, so the trigram index cannot be used before the policy
         # and the (scope, path) index must narrow instead (650 ms -> ms at 10,000 files).
-        if postgres_roles.filtered(conn):
+        if self.rows_filtered(conn):
             return False
         conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
         return True

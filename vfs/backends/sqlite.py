@@ -128,6 +128,9 @@ class SqliteBackend:
         # SQLite runs in this process: grep's own deadline stops the scan between rows.
         return None
 
+    def rows_filtered(self, conn: Connection) -> bool:
+        return False  # no roles: whoever opens the file sees everything
+
     def grep_index_only(self, conn: Connection) -> bool:
         return False  # SQLite's planner takes the FTS5 IN (...) as given
 
