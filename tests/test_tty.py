@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,31 @@ def test_slash_completion_and_memory_tree(api: FakeMessagesAPI, store: SqlStore)
     assert api.requests == []
     history = (config.data_dir() / "chat_history").read_text()
     assert "/memory" in history and "/bogus" in history
+
+
+def test_ctrl_d_sent_as_a_command_ends_still_quits(api: FakeMessagesAPI, store: SqlStore) -> None:
+    """Ctrl-D that arrives between a command's end and the next prompt (the terminal in
+    cooked mode) still quits: it used to become an end-of-file mark that the prompt
+    read as a NUL byte, and the session stayed."""
+    import termios
+
+    caught, tries = 0, 0
+    while caught < 2 and tries < 12:  # the window is short: try until it is hit twice
+        tries += 1
+        screen = start(api)
+        screen.wait_for("bot>")
+        screen.child.send("/bogus\r")
+        # The pty's master reports the terminal's modes: send Ctrl-D the moment the
+        # chat is in cooked mode between the command and the next prompt.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if termios.tcgetattr(screen.child.child_fd)[3] & termios.ICANON:
+                caught += 1
+                break
+        screen.child.sendeof()
+        assert screen.finish() == 0
+    assert caught  # the window was hit (else the test proves nothing)
+    assert api.requests == []
 
 
 def test_retry_note_is_visible(api: FakeMessagesAPI, store: SqlStore) -> None:

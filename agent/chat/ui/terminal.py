@@ -316,6 +316,10 @@ class MarkdownStream:
         self._pending = ""
 
 
+# A control character that no key sends (POSIX _POSIX_VDISABLE; 0 on Linux and the BSDs).
+_VDISABLE = b"\x00"
+
+
 class _TypeAhead:
     """Keeps keys typed during a turn for the next prompt (POSIX terminals only)."""
 
@@ -334,7 +338,13 @@ class _TypeAhead:
 
     def set(self, prompting: bool) -> None:
         """Cooked mode while prompt_toolkit reads (it sets raw mode itself and
-        restores this), no echo and no line editing while a turn runs."""
+        restores this), no echo and no line editing while a turn runs.
+
+        The EOF key is off meanwhile (``restore`` puts it back): in cooked mode the
+        terminal turns a Ctrl-D typed in the moment before prompt_toolkit takes raw
+        mode into an end-of-file mark that raw mode then reads as a NUL byte, so
+        Ctrl-D pressed as a turn ended was lost and the prompt stayed. As a plain
+        byte it reaches the prompt, which quits on it."""
         if self.fd is None:
             return
         import termios
@@ -343,6 +353,7 @@ class _TypeAhead:
             attrs = termios.tcgetattr(self.fd)
             flags = termios.ECHO | termios.ICANON
             attrs[3] = attrs[3] | flags if prompting else attrs[3] & ~flags
+            attrs[6][termios.VEOF] = _VDISABLE
             termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
         except (OSError, termios.error):
             self.fd = None
