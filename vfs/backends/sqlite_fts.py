@@ -148,8 +148,25 @@ def _live_files(conn: Connection, bucket: int) -> int:
         "(SELECT scope FROM fts_scopes WHERE bucket = :b)"), {"b": bucket}) or 0)
 
 
-def _rowid(alias: str) -> str:
-    return f"((s.key << {KEY_SHIFT}) | {alias}.id)"
+def _fill(sql: str, t: str, cols: tuple[str, ...]) -> str:
+    def of(alias: str) -> str:
+        return ", ".join(f"{alias}.{c}" for c in cols)
+
+    return sql.format(t=t, cols=", ".join(cols), rowid_p=f"((s.key << {KEY_SHIFT}) | p.id)",
+                      rowid_f=f"((s.key << {KEY_SHIFT}) | f.id)", p_cols=of("p"), f_cols=of("f"))
+
+
+# The recorded states out of a bucket's table, the rows' current text in (merge), and a
+# bulk load's new rows in (index_new).
+_DELETE_RECORDED = ("INSERT INTO {t}({t}, rowid, {cols}) SELECT 'delete', {rowid_p}, {p_cols} "
+                    "FROM fts_pending AS p JOIN fts_scopes AS s ON s.scope = p.scope "
+                    "WHERE s.bucket = :b AND p.content IS NOT NULL")
+_INSERT_PENDING = ("INSERT INTO {t}(rowid, {cols}) SELECT {rowid_f}, {f_cols} "
+                   "FROM fts_pending AS p JOIN files AS f ON f.id = p.id JOIN fts_scopes AS s ON s.scope = f.scope "
+                   "WHERE s.bucket = :b AND f.content IS NOT NULL")
+_INSERT_NEW = ("INSERT INTO {t}(rowid, {cols}) SELECT {rowid_f}, {f_cols} "
+               "FROM files AS f JOIN fts_scopes AS s ON s.scope = f.scope "
+               "WHERE f.id > :first AND f.content IS NOT NULL AND s.bucket = :b{skip}")
 
 
 def merge(conn: Connection) -> None:
@@ -160,23 +177,16 @@ def merge(conn: Connection) -> None:
     """
     kinds = kinds_present(conn)
     if kinds:
-        assign(conn, conn.scalars(text("SELECT DISTINCT scope FROM fts_pending")), kinds)
-        buckets = list(conn.scalars(text(
-            "SELECT DISTINCT s.bucket FROM fts_pending AS p JOIN fts_scopes AS s ON s.scope = p.scope")))
+        # The scope a row was recorded in and the one its id is in now: the same, unless
+        # the id was reused (a removed row's), which the merge gets right too.
+        scopes = ("SELECT scope FROM fts_pending UNION "
+                  "SELECT f.scope FROM fts_pending AS p JOIN files AS f ON f.id = p.id")
+        assign(conn, conn.scalars(text(scopes)), kinds)
+        buckets = list(conn.scalars(text(f"SELECT DISTINCT bucket FROM fts_scopes WHERE scope IN ({scopes})")))
         for bucket in buckets:
             for kind in kinds:
-                t, cols = table(kind, bucket), _COLUMNS[kind]
-                conn.execute(text(
-                    f"INSERT INTO {t}({t}, rowid, {', '.join(cols)}) "
-                    f"SELECT 'delete', {_rowid('p')}, {', '.join('p.' + c for c in cols)} "
-                    "FROM fts_pending AS p JOIN fts_scopes AS s ON s.scope = p.scope "
-                    "WHERE s.bucket = :b AND p.content IS NOT NULL"), {"b": bucket})
-                conn.execute(text(
-                    f"INSERT INTO {t}(rowid, {', '.join(cols)}) "
-                    f"SELECT {_rowid('f')}, {', '.join('f.' + c for c in cols)} "
-                    "FROM fts_pending AS p JOIN files AS f ON f.id = p.id "
-                    "JOIN fts_scopes AS s ON s.scope = f.scope "
-                    "WHERE s.bucket = :b AND f.content IS NOT NULL"), {"b": bucket})
+                for sql in (_DELETE_RECORDED, _INSERT_PENDING):
+                    conn.execute(text(_fill(sql, table(kind, bucket), _COLUMNS[kind])), {"b": bucket})
     conn.exec_driver_sql("DELETE FROM fts_pending")
 
 
@@ -188,21 +198,14 @@ def index_new(conn: Connection, first: int, skip_pending: bool) -> None:
     kinds = kinds_present(conn)
     if not kinds:
         return
-    fresh = "f.id > :first AND f.content IS NOT NULL" + (
-        " AND f.id NOT IN (SELECT id FROM fts_pending)" if skip_pending else "")
-    assign(conn, conn.scalars(text("SELECT DISTINCT scope FROM files WHERE id > :first"), {"first": first}),
-           kinds)
+    new_scopes = "SELECT DISTINCT scope FROM files WHERE id > :first"
+    assign(conn, conn.scalars(text(new_scopes), {"first": first}), kinds)
     buckets = list(conn.scalars(text(
-        "SELECT DISTINCT s.bucket FROM fts_scopes AS s WHERE s.scope IN "
-        "(SELECT DISTINCT scope FROM files WHERE id > :first)"), {"first": first}))
+        f"SELECT DISTINCT bucket FROM fts_scopes WHERE scope IN ({new_scopes})"), {"first": first}))
+    sql = _INSERT_NEW.replace("{skip}", " AND f.id NOT IN (SELECT id FROM fts_pending)" if skip_pending else "")
     for bucket in buckets:
         for kind in kinds:
-            t, cols = table(kind, bucket), _COLUMNS[kind]
-            conn.execute(text(
-                f"INSERT INTO {t}(rowid, {', '.join(cols)}) "
-                f"SELECT {_rowid('f')}, {', '.join('f.' + c for c in cols)} "
-                f"FROM files AS f JOIN fts_scopes AS s ON s.scope = f.scope WHERE {fresh} AND s.bucket = :b"),
-                {"first": first, "b": bucket})
+            conn.execute(text(_fill(sql, table(kind, bucket), _COLUMNS[kind])), {"first": first, "b": bucket})
 
 
 def trigram_ids_sql(conn: Connection, scope: str) -> tuple[str, dict[str, int]] | None:
