@@ -215,6 +215,12 @@ def test_user_and_org_scopes_as_granted_and_revoke(fresh_pg_url: str, team: Call
             store.write("org:acme", "/new.md", "mine\n")
         roles.grant(owner, bob, "org", "acme", write=True)
         store.write("org:acme", "/policy.md", "be very kind\n")
+        # revoke --org acme --write: the right to change it goes, reading stays.
+        assert roles.revoke(owner, bob, "org", "acme", write_only=True) == 1
+        assert store.read("org:acme", "/policy.md").content == "be very kind\n"
+        with pytest.raises(roles.PermissionDenied, match="read-only to this database role"):
+            store.write("org:acme", "/policy.md", "be mean\n")
+        assert roles.revoke(owner, bob, "org", "acme", write_only=True) == 0
         assert roles.revoke(owner, bob, "org", "acme") == 1
         with pytest.raises(VfsError, match="no file"):
             store.read("org:acme", "/policy.md")
@@ -275,6 +281,8 @@ def test_commands_refuse_sqlite_and_usage_mistakes_in_one_line(tmp_path: Path, f
         ("db", "grant", "bob", "--user", "u", "--read-only"): "--read-only goes with --agent",
         ("db", "grant", "bob", "--agent", "a", "--write"): "--write goes with --org",
         ("db", "revoke", "bob", "--org", ""): "is empty",
+        ("db", "revoke", "bob", "--user", "u", "--read-only"): "--read-only goes with --agent",
+        ("db", "revoke", "bob", "--agent", "a", "--write"): "--write goes with --org",
         ("db", "grant", "bob", "--agent", "My Agent"): "invalid agent name 'My Agent'",
         ("db", "grant", "bob", "--user", "a b"): "invalid user id 'a b'",
         ("db", "role", "create", "pg_x", "--password-env", "NO_SUCH_VAR_H2"): "role name 'pg_x' is not allowed",
@@ -313,8 +321,9 @@ def test_through_memagent_a_role_lists_and_reads_only_its_grants(
     # A role may not grant: only the owner does.
     p = memagent_as(url, "db", "grant", bob, "--agent", ALICE_AGENT)
     assert p.returncode == 1 and "only the database owner grants" in err(p)
-    # Revoke takes the agent away.
-    assert memagent_as(owner, "db", "revoke", bob, "--agent", BOB_AGENT).returncode == 0
+    # Revoke takes the agent away (the grant's own arguments are accepted: --read-only too).
+    p = memagent_as(owner, "db", "revoke", bob, "--agent", BOB_AGENT, "--read-only")
+    assert p.returncode == 0 and out(p) == f"revoked {bob}'s access to agent {BOB_AGENT}\n", out(p)
     p = memagent_as(url, "agents")
     assert BOB_AGENT not in out(p)
     p = memagent_as(url, "fs", "ls", "/", "-a", BOB_AGENT)

@@ -136,6 +136,14 @@ def _target(agent: str | None, user: str | None, org: str | None) -> tuple[roles
     return kind, ident
 
 
+def _flags_fit(kind: roles.GrantKind, read_only: bool, write: bool) -> None:
+    if read_only and kind != "agent":
+        fail("--read-only goes with --agent (a user grant is read-write, an org grant read-only "
+             "unless --write)", status=2)
+    if write and kind != "org":
+        fail("--write goes with --org (agent and user grants write unless --read-only)", status=2)
+
+
 @db_group.command("grant")
 @click.argument("name")
 @_scope_options
@@ -147,11 +155,7 @@ def db_grant(ctx: Ctx, name: str, agent: str | None, user: str | None, org: str 
              read_only: bool, write: bool) -> None:
     """Let role NAME read and write an agent, a user's /user/ or an org's /org/ (Postgres)."""
     kind, ident = _target(agent, user, org)
-    if read_only and kind != "agent":
-        fail("--read-only goes with --agent (a user grant is read-write, an org grant read-only "
-             "unless --write)", status=2)
-    if write and kind != "org":
-        fail("--write goes with --org (agent and user grants write unless --read-only)", status=2)
+    _flags_fit(kind, read_only, write)
     can_write = {"agent": not read_only, "user": True, "org": write}[kind]
     engine = _owner_engine(ctx, name)
     try:
@@ -164,17 +168,26 @@ def db_grant(ctx: Ctx, name: str, agent: str | None, user: str | None, org: str 
 @db_group.command("revoke")
 @click.argument("name")
 @_scope_options
+@click.option("--read-only", "read_only", is_flag=True,
+              help="With --agent: accepted as grant took it; the grant goes, whatever it allowed.")
+@click.option("--write", "write", is_flag=True,
+              help="With --org: take back only the right to change it (it stays readable).")
 @click.pass_obj
 @handled
-def db_revoke(ctx: Ctx, name: str, agent: str | None, user: str | None, org: str | None) -> None:
-    """Take back a grant of role NAME (the same --agent/--user/--org as it was given)."""
+def db_revoke(ctx: Ctx, name: str, agent: str | None, user: str | None, org: str | None,
+              read_only: bool, write: bool) -> None:
+    """Take back a grant of role NAME (the same arguments as it was given)."""
     kind, ident = _target(agent, user, org)
+    _flags_fit(kind, read_only, write)
     engine = _owner_engine(ctx, name)
     try:
-        removed = roles.revoke(engine, name, kind, ident)
+        changed = roles.revoke(engine, name, kind, ident, write_only=write)
     finally:
         engine.dispose()
-    if removed:
+    if write:
+        click.echo(f"{name} may read {kind} {ident} but no longer change it" if changed
+                   else f"{name} could not change {kind} {ident}; nothing changed")
+    elif changed:
         click.echo(f"revoked {name}'s access to {kind} {ident}")
     else:
         click.echo(f"{name} had no grant on {kind} {ident}; nothing changed")

@@ -301,8 +301,10 @@ def grant(engine: Engine, name: str, kind: GrantKind, ident: str, *, write: bool
             [{"r": name, "s": s, "w": write} for s in scopes])
 
 
-def revoke(engine: Engine, name: str, kind: GrantKind, ident: str) -> int:
-    """Take back what ``grant`` gave for ``kind``/``ident``; the number of scopes removed."""
+def revoke(engine: Engine, name: str, kind: GrantKind, ident: str, *, write_only: bool = False) -> int:
+    """Take back what ``grant`` gave for ``kind``/``ident``; the number of scopes changed.
+
+    ``write_only``: take back the right to change them only (they stay readable)."""
     require_postgres(engine)
     check_role_name(name)
     scopes = scopes_of(kind, ident)
@@ -310,6 +312,10 @@ def revoke(engine: Engine, name: str, kind: GrantKind, ident: str) -> int:
         if not _has_grants_table(conn):
             return 0
         require_owner(conn)
+        if write_only:
+            return conn.execute(text(
+                "UPDATE memagent_grants SET write = false WHERE grantee = :r AND scope = ANY(:s) AND write"),
+                {"r": name, "s": scopes}).rowcount or 0
         return conn.execute(text(
             "DELETE FROM memagent_grants WHERE grantee = :r AND scope = ANY(:s)"),
             {"r": name, "s": scopes}).rowcount or 0
