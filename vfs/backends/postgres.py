@@ -227,6 +227,10 @@ class PostgresBackend:
         candidates = _PG_CANDIDATES_ONE if len(words) == 1 else _PG_CANDIDATES_MANY
         sql = text(_POSTGRES.format(hits=hits, candidates=candidates, query=query_sql))
         conn.exec_driver_sql(f"SET LOCAL statement_timeout = {RANK_TIMEOUT_MS}")
+        # The planner does not cost reading each row's TOASTed tsvector: for a word in
+        # 30 % of an agent's files it took a sequential scan re-checking every file
+        # (1,000 files: 6 ms) over the GIN index's 0.3 ms.
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
         found = conn.execute(sql, {**params, **wparams, "n": max(PG_CANDIDATES, k), "k": k})
         return [RankRow(r.scope, r.path, r.version, r.content, float(r.score)) for r in found]
 
