@@ -125,9 +125,9 @@ def test_prefilter_is_used(loaded: SqlStore) -> None:
     """The databases under test have the trigram index, so the fast path really runs."""
     with loaded.engine.connect() as conn:
         features = detect(conn)
-    assert features.sqlite_fts or features.pg_trgm
-    assert candidates(features, analyze(RARE, re.M).required) is not None
-    assert candidates(features, analyze(REGEX_NO_LITERAL, re.M).required) is None
+        assert features.sqlite_fts or features.pg_trgm
+        assert candidates(features, analyze(RARE, re.M).required, conn=conn, scope=S) is not None
+        assert candidates(features, analyze(REGEX_NO_LITERAL, re.M).required, conn=conn, scope=S) is None
 
 
 def test_index_follows_every_mutation(loaded: SqlStore) -> None:

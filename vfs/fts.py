@@ -100,26 +100,13 @@ def _pg_condition(req: Req) -> ColumnElement[bool]:
     return and_(*parts) if isinstance(req, AllOf) else or_(*parts)
 
 
-def candidates(features: Features, req: Req | None, *, conn: Connection | None = None,
-               scope: str | None = None) -> ColumnElement[bool] | None:
-    """A WHERE condition on ``files`` narrowing grep to possible matches, or None.
-
-    With ``conn`` and ``scope`` (grep), for the files of that scope: SQLite reads the
-    scope's own rowid range of its bucket. Without (the whole database), SQLite
-    narrows bucket 0's files only and lets every other file through, which keeps
-    the invariant (a superset) without knowing the buckets.
-    """
+def candidates(features: Features, req: Req | None, *, conn: Connection,
+               scope: str) -> ColumnElement[bool] | None:
+    """A WHERE condition on ``files`` narrowing a grep of ``scope`` to possible
+    matches, or None. SQLite reads the scope's own rowid range of its bucket."""
     if req is None:
         return None
-    if features.sqlite_fts and (conn is None or scope is None):
-        mask = (1 << sqlite_fts.KEY_SHIFT) - 1
-        sql = (f"SELECT rowid & {mask} AS id FROM files_fts WHERE files_fts MATCH :q "
-               "UNION ALL SELECT id FROM files WHERE scope NOT IN (SELECT scope FROM fts_scopes WHERE bucket = 0)")
-        if features.sqlite_pending:
-            sql += " UNION ALL SELECT id FROM fts_pending"
-        return files.c.id.in_(text(sql).bindparams(q=fts5_query(req)).columns(id=Integer))
     if features.sqlite_fts:
-        assert conn is not None and scope is not None
         found = sqlite_fts.trigram_ids_sql(conn, scope)
         if found is None:  # nothing of the scope indexed yet: only pending rows can match
             return files.c.id.in_(select(_pending.c.id)) if features.sqlite_pending else files.c.id.in_([])
