@@ -215,7 +215,7 @@ class PostgresBackend:
                   stems: Sequence[str], k: int, *, path_weight: float) -> list[RankRow]:
         """Exact ts_rank over the ``PG_CANDIDATES`` best estimated matches (see ``_POSTGRES``)."""
         placeholders, params = in_scopes(scopes)
-        scope = _PG_SCOPE_COLUMN if postgres_roles.filtered(conn) else _PG_SCOPE_KEY
+        scope = _PG_SCOPE_COLUMN if self.rows_filtered(conn) else _PG_SCOPE_KEY
         hits = " UNION ALL ".join(_PG_HITS.format(i=i, path_weight=_PG_PATH_WEIGHT, scope=scope,
                                                   scopes=placeholders)
                                   for i in range(len(words)))
