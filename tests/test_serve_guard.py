@@ -11,8 +11,10 @@ subprocess and speak raw HTTP to it (the attacker is a browser, not an MCP clien
 - a rebinding request (``Host: evil.example``, ``Origin: http://evil.example``) is refused
   on ``127.0.0.2`` (with a token, sent or not) and on ``localhost``, at ``initialize`` and
   inside a live session, and nothing is stored;
-- a foreign ``Origin`` is refused even with the right Host and a valid token;
-- the right Host (and a local Origin) passes, from a raw request and from the SDK's client;
+- a foreign ``Origin`` is refused even with the right Host and a valid token; foreign means
+  anything but this server's own origin (issue #36): another port of the same address, and
+  ``https`` on the same port (the server speaks http), are other sites;
+- the right Host (and the server's own Origin) passes, from a raw request and from the SDK's client;
 - a client that leaves mid-body is one line on stderr, no traceback, and the server lives on.
 
 Readiness and the disconnect are waited on as states (the port accepts; the log line
@@ -41,7 +43,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
-from memagent.agent.serve.transport import HostRule
+from memagent.agent.serve.transport import HostRule, _sdk_security
 from memagent.vfs import open_store
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT, err, run
@@ -255,8 +257,10 @@ def test_a_rebinding_page_is_refused_and_nothing_is_stored(db: str, host: str, t
 
 def test_a_foreign_origin_is_refused_even_with_a_valid_token(db: str) -> None:
     with served("127.0.0.2", TOKEN) as s:
+        other = s.port + 1 if s.port < 65535 else s.port - 1
         for origin in ("http://evil.example", f"http://evil.example:{s.port}", "null", "https://127.0.0.2.evil.example",
-                       f"http://127.0.0.1:{s.port}", "file://", f"http://127.0.0.2:{s.port}/path"):
+                       f"http://127.0.0.1:{s.port}", "file://", f"http://127.0.0.2:{s.port}/path",
+                       f"http://127.0.0.2:{other}", f"https://127.0.0.2:{s.port}", "http://127.0.0.2"):
             r = s.post(initialize(), {"Origin": origin})
             assert r.status_code == 403, (origin, r.text)
             assert r.text == "forbidden: requests from web pages of other sites are refused\n"
@@ -268,14 +272,29 @@ def test_a_foreign_origin_is_refused_even_with_a_valid_token(db: str) -> None:
     assert stored(db) == (["/notes.md"], "start\n", 1)
 
 
+def test_another_port_or_https_on_loopback_is_a_foreign_origin(db: str) -> None:
+    """Issue #36: on 127.0.0.1 without a token, a page on another local port, or served over
+    https on this very port, got 200 and could write; both are other origins."""
+    with served("127.0.0.1") as s:
+        other = s.port + 1 if s.port < 65535 else s.port - 1
+        for origin in (f"http://127.0.0.1:{other}", f"https://127.0.0.1:{s.port}", f"http://localhost:{other}"):
+            r = s.post(initialize(), {"Host": f"127.0.0.1:{s.port}", "Origin": origin})
+            assert r.status_code == 403, (origin, r.text)
+        sid = s.session()
+        r = s.post(write("/evil.md", "x\n"), {"Origin": f"http://127.0.0.1:{other}", **in_session(sid)})
+        assert r.status_code == 403, r.text
+        r = s.post(write("/own.md", "x\n"), {"Origin": f"http://127.0.0.1:{s.port}", **in_session(sid)})
+        assert r.status_code == 200 and data(r)["result"]["isError"] is False, r.text
+    assert stored(db)[0] == ["/notes.md", "/own.md"]
+
+
 @pytest.mark.parametrize(("host", "token"), [("127.0.0.2", TOKEN), ("localhost", None)])
 def test_the_right_host_and_a_local_origin_pass(db: str, host: str, token: str | None) -> None:
     with served(host, token) as s:
         names = [f"127.0.0.2:{s.port}"] if host == "127.0.0.2" else \
             [f"localhost:{s.port}", f"127.0.0.1:{s.port}", f"[::1]:{s.port}"]
         for name in names:
-            bare = name.rsplit(':', 1)[0]
-            for origin in (f"http://{bare}:5173", f"https://{bare}"):  # local web clients, another port
+            for origin in (f"http://{name}",):  # the server's own origin (browsers send it lower-case)
                 r = s.post(initialize("good-client"), {"Host": name, "Origin": origin})
                 assert r.status_code == 200, (name, origin, r.text)
                 assert data(r)["result"]["serverInfo"]["name"]
@@ -299,10 +318,11 @@ def test_the_right_host_and_a_local_origin_pass(db: str, host: str, token: str |
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
 def test_allow_host_adds_exactly_its_names(db: str, host: str) -> None:
     with served(host, TOKEN, "--allow-host", "Server.Example") as s:
-        good = {"Host": f"server.example:{s.port}", "Origin": "https://server.example"}
+        good = {"Host": f"server.example:{s.port}", "Origin": f"http://server.example:{s.port}"}
         assert s.post(initialize("good-client"), good).status_code == 200
         assert s.post(initialize(), {**good, "Host": f"server.example.evil.example:{s.port}"}).status_code == 421
         assert s.post(initialize(), {**good, "Origin": "http://evil.example"}).status_code == 403
+        assert s.post(initialize(), {**good, "Origin": "https://server.example"}).status_code == 403
         assert s.post(initialize(), EVIL).status_code == 421
         sid = s.session(good)
         r = s.post(write("/named.md", "by name\n"), {**good, **in_session(sid)})
@@ -360,15 +380,47 @@ def test_host_rule_with_allowed_names() -> None:
     rule = HostRule("0.0.0.0", 8765, frozenset({"server.example", "2001:db8::7"}))
     assert rule.host_ok("server.example:8765") and rule.host_ok("[2001:db8:0::7]:8765")
     assert not rule.host_ok("server.example:8766") and not rule.host_ok("evil.server.example:8765")
-    assert rule.origin_ok("https://server.example") and not rule.origin_ok("https://server.example.evil")
+    assert rule.origin_ok("http://server.example:8765") and not rule.origin_ok("http://server.example.evil:8765")
+    assert not rule.origin_ok("https://server.example:8765") and not rule.origin_ok("http://server.example")
 
 
-@pytest.mark.parametrize(("bound", "origin", "ok"), [
-    ("localhost", "http://localhost:5173", True), ("localhost", "https://127.0.0.1", True),
-    ("localhost", "http://[::1]:3000", True), ("localhost", "http://evil.example", False),
-    ("localhost", "null", False), ("localhost", "file://", False), ("localhost", "ws://localhost:1", False),
-    ("localhost", "http://localhost:1/x", False), ("127.0.0.2", "http://127.0.0.2:9", True),
-    ("127.0.0.2", "http://localhost:9", False), ("0.0.0.0", "http://evil.example", False),
-])
+ORIGINS = [
+    ("localhost", "http://localhost:8765", True), ("localhost", "http://127.0.0.1:8765", True),
+    ("localhost", "http://[::1]:8765", True), ("127.0.0.2", "http://127.0.0.2:8765", True),
+    ("0.0.0.0", "http://192.0.2.9:8765", True),
+    # Another port of the same machine is another site; so is https (the server speaks http).
+    ("localhost", "http://localhost:5173", False), ("localhost", "http://127.0.0.1:8766", False),
+    ("localhost", "https://127.0.0.1:8765", False), ("localhost", "https://127.0.0.1", False),
+    ("localhost", "http://[::1]:3000", False), ("127.0.0.2", "http://127.0.0.2:9", False),
+    ("localhost", "http://localhost", False),  # no port: http's default, 80
+    ("localhost", "http://evil.example:8765", False), ("localhost", "null", False), ("localhost", "file://", False),
+    ("localhost", "ws://localhost:8765", False), ("localhost", "http://localhost:8765/x", False),
+    ("127.0.0.2", "http://localhost:8765", False), ("0.0.0.0", "http://evil.example:8765", False),
+]
+
+
+@pytest.mark.parametrize(("bound", "origin", "ok"), ORIGINS)
 def test_origin_rule(bound: str, origin: str, ok: bool) -> None:
     assert HostRule(bound, 8765).origin_ok(origin) is ok
+
+
+def test_origin_rule_on_port_80_takes_the_default() -> None:
+    rule = HostRule("127.0.0.1", 80)
+    assert rule.origin_ok("http://localhost") and rule.origin_ok("http://127.0.0.1:80")
+    assert not rule.origin_ok("https://localhost") and not rule.origin_ok("http://localhost:443")
+
+
+@pytest.mark.parametrize("port", [8765, 80])
+def test_the_sdk_second_layer_agrees_with_the_rule(port: int) -> None:
+    """The SDK's own check (kept behind ours on the loopback names) accepts no Origin ours refuses."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+
+    sdk = TransportSecurityMiddleware(_sdk_security("127.0.0.1", port, frozenset({"server.example"})))
+    rule = HostRule("127.0.0.1", port, frozenset({"server.example"}))
+    other = port + 1
+    for name in ("localhost", "127.0.0.1", "[::1]", "server.example", "evil.example"):
+        for origin in (f"http://{name}:{port}", f"http://{name}", f"https://{name}:{port}", f"https://{name}",
+                       f"http://{name}:{other}", f"https://{name}:{other}"):
+            assert sdk._validate_origin(origin) is rule.origin_ok(origin), origin
+        for host in (f"{name}:{port}", name, f"{name}:{other}"):
+            assert sdk._validate_host(host) is rule.host_ok(host), host

@@ -10,7 +10,8 @@ Invariants:
 - Every HTTP request, with or without a token and on every address, passes
   ``guard_requests`` first (our own check, not the SDK's host-string heuristic):
   a ``Host`` that does not name the bound address and port gets 421, an ``Origin``
-  that is present and not one of those names gets 403 (``HostRule``). A web page
+  that is present and not this server's own origin (``http``, one of those names,
+  the bound port) gets 403 (``HostRule``). A web page
   that rebinds its DNS name to this machine therefore never reaches MCP.
 - With a token, every request must also carry ``Authorization: Bearer <token>``
   (compared in constant time) or gets 401 before it reaches MCP.
@@ -152,8 +153,11 @@ class HostRule:
       clients use for a server bound to ``0.0.0.0`` or behind a proxy.
 
     ``Host`` must also carry the bound port (no port means 80). ``Origin``, when
-    present, must be ``http://`` or ``https://`` with one of those names, any port;
-    ``null`` and anything else are not local.
+    present, must be this server's own origin: scheme ``http`` (the server speaks
+    nothing else, so an ``https`` page is another origin), one of those names, and
+    the bound port (no port means the scheme's default, 80). A page served from
+    another port of the same machine is another site (another program, another
+    user's server), so it is refused like ``null`` and anything else.
     """
 
     host: str
@@ -179,10 +183,10 @@ class HostRule:
 
     def origin_ok(self, header: str) -> bool:
         scheme, sep, rest = header.partition("://")
-        if not sep or scheme.lower() not in ("http", "https") or "/" in rest:
+        if not sep or scheme.lower() != "http" or "/" in rest:
             return False
         parts = _split_host(rest)
-        return parts is not None and self.names(parts[0])
+        return parts is not None and (parts[1] or 80) == self.port and self.names(parts[0])
 
 
 def _machine_names() -> set[str]:
@@ -322,19 +326,19 @@ def _set_up_logging() -> None:
     log.propagate = False
 
 
-def _sdk_security(host: str, also: frozenset[str]) -> Any:
+def _sdk_security(host: str, port: int, also: frozenset[str]) -> Any:
     """The SDK's own Host/Origin check, kept as a second layer where the SDK has one (the three
-    loopback names), spelled to accept what ``HostRule`` accepts: http and https Origins, with or
-    without a port, and the ``--allow-host`` names. ``guard_requests`` has already applied the rule."""
+    loopback names), spelled to accept what ``HostRule`` accepts: the names (and the ``--allow-host``
+    names) at the bound port, and as Origin only ``http://`` at that port. ``guard_requests`` has
+    already applied the rule; the SDK compares exact strings, so the port is written out."""
     if not is_tokenless(host):
         return None  # the SDK's default elsewhere: off
     from mcp.server.transport_security import TransportSecuritySettings
 
     names = ["127.0.0.1", "localhost", "[::1]", *(f"[{n}]" if ":" in n else n for n in sorted(also))]
-    # "name:*" in the SDK needs a port; the bare forms cover Host on port 80 and port-less Origins.
-    origins = [f"{s}://{n}" for n in names for s in ("http", "https")]
-    return TransportSecuritySettings(allowed_hosts=[*names, *(f"{n}:*" for n in names)],
-                                     allowed_origins=[*origins, *(f"{o}:*" for o in origins)])
+    # Without a port, Host and Origin mean port 80 (http's default): the bare forms only then.
+    hosts = [*(names if port == 80 else []), *(f"{n}:{port}" for n in names)]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts])
 
 
 def http_app(server: MemoryServer, host: str, port: int, token: str | None,
@@ -342,7 +346,7 @@ def http_app(server: MemoryServer, host: str, port: int, token: str | None,
     """The ASGI app: the SDK's streamable HTTP app behind the Host/Origin guard, and the token when there is one."""
     sdk = server.build()
     app: App = sdk.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
-                                       transport_security=_sdk_security(host, allowed))
+                                       transport_security=_sdk_security(host, port, allowed))
     # Outermost first: Host/Origin, then the token, and only then is a body read.
     app = read_whole_body(app)
     return guard_requests(require_bearer(app, token) if token else app, HostRule(host, port, allowed))
