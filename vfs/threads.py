@@ -26,18 +26,23 @@ Invariants:
 - Whoever writes a conversation file holds its thread's row lock (Postgres ``FOR
   UPDATE``; SQLite's write lock), so concurrent renders of one thread queue, and
   the writer's compare-and-set on ``version`` refuses any that read an older state.
+- Whatever text reaches the store is stored: a lone surrogate (what Python's
+  surrogateescape makes of bytes that are not UTF-8, or a ``\udcff`` escape in a
+  model's JSON) is replaced by U+FFFD (``storable``) in messages, titles, summaries
+  and events, since neither database can encode it and a turn must not fail on it.
 """
 
 from __future__ import annotations
 
 import builtins
+import json
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, and_, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
@@ -51,6 +56,25 @@ TITLE_CHARS = 60
 FAILED = "failed"
 # Threads rendered per transaction by ``sync_stale``.
 SYNC_CHUNK = 500
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+T = TypeVar("T")
+
+
+def storable(value: T) -> T:
+    """``value`` (text, or JSON-shaped data) with each lone surrogate replaced by U+FFFD.
+
+    The common case pays one C-speed scan and returns ``value`` itself.
+    """
+    if isinstance(value, str):
+        return _SURROGATES.sub("\ufffd", value)  # type: ignore[return-value]
+    if value is None:
+        return value
+    text = json.dumps(value, ensure_ascii=False)
+    if _SURROGATES.search(text) is None:
+        return value
+    return json.loads(_SURROGATES.sub("\ufffd", text))  # type: ignore[no-any-return]
 
 
 def _now() -> datetime:
@@ -117,7 +141,7 @@ class ThreadStore:
         tid = str(uuid.uuid4())
         now = _now()
         with self._small_write() as conn:  # one statement: autocommit on Postgres
-            conn.execute(insert(threads).values(id=tid, agent=agent, title="", model=model,
+            conn.execute(insert(threads).values(id=tid, agent=agent, title="", model=storable(model),
                                                 created_at=now, updated_at=now))
         self._meta[tid] = _Meta(agent, model, now, None)
         self._next_seq[tid] = 1  # a new thread has no message: no need to ask
@@ -135,6 +159,9 @@ class ThreadStore:
         ids: builtins.list[str] = []
         thread_rows: builtins.list[dict[str, Any]] = []
         message_rows: builtins.list[dict[str, Any]] = []
+        conversations = [[{**m, "content": storable(m["content"])} for m in conversation]
+                         for conversation in conversations]
+        model = storable(model)
         for conversation in conversations:
             tid = str(uuid.uuid4())
             ids.append(tid)
@@ -217,6 +244,8 @@ class ThreadStore:
         message (default: a short form of the message's text).
         """
         now = _now()
+        message = {**message, "content": storable(message["content"])}
+        title = storable(title)
         for attempt in (1, 2):
             seq = self._next_seq.get(thread_id) or self._last_seq(thread_id) + 1
             try:
@@ -260,7 +289,7 @@ class ThreadStore:
             seq = conn.scalar(select(func.max(messages.c.seq)).where(messages.c.thread_id == thread_id))
             conn.execute(update(messages).where(messages.c.thread_id == thread_id,
                                                 messages.c.seq == seq)
-                         .values(content=message["content"]))
+                         .values(content=storable(message["content"])))
             if agent is not None and seq is not None:
                 self._rerender_if_shown(conn, agent, thread_id, seq, marked_failed=False)
 
@@ -279,7 +308,7 @@ class ThreadStore:
 
     def save_summary(self, thread_id: str, upto_seq: int, text: str, method: str) -> None:
         with self._small_write() as conn:
-            conn.execute(insert(thread_summaries).values(thread_id=thread_id, upto_seq=upto_seq, text=text,
+            conn.execute(insert(thread_summaries).values(thread_id=thread_id, upto_seq=upto_seq, text=storable(text),
                                                          method=method, created_at=_now()))
 
     def summary(self, thread_id: str) -> Summary | None:
@@ -452,7 +481,7 @@ class ThreadStore:
 
     def event(self, thread_id: str, kind: str, data: dict[str, Any]) -> None:
         with self._small_write() as conn:
-            conn.execute(insert(events).values(thread_id=thread_id, kind=kind, data=data,
+            conn.execute(insert(events).values(thread_id=thread_id, kind=kind, data=storable(data),
                                                created_at=_now()))
 
     def events(self, thread_id: str) -> builtins.list[tuple[str, dict[str, Any]]]:

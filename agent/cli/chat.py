@@ -19,6 +19,9 @@ Invariants:
   proxies that do not pass server-sent events); the screen shows them the same way.
 - SIGTERM and SIGHUP end the session like ``/exit`` (as ``SystemExit``), so the
   MCP servers it started are stopped rather than orphaned.
+- Piped standard input is read as UTF-8 bytes, line by line, whatever the locale: a
+  line that is not UTF-8 ends the session the same way, with one line naming it and
+  exit 2 (turns before it are kept; a first line that is not leaves no thread).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import signal
 import sys
 from types import FrameType
+from typing import BinaryIO, TextIO, cast
 
 import click
 
@@ -45,6 +49,35 @@ __all__ = ["chat", "stream_enabled"]
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
+
+
+EXIT_USAGE = 2
+
+
+class _Utf8Lines:
+    """Piped standard input as the plain UI reads it: lines of UTF-8, or the end of the session.
+
+    The text stream Python gives decodes by the locale (C.UTF-8: surrogate escapes no
+    database stores; others: an exception mid-session), so the bytes are decoded here.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._lines = 0
+
+    def isatty(self) -> bool:
+        return False
+
+    def readline(self) -> str:
+        data = self._raw.readline()
+        self._lines += 1
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            click.echo(f"memagent: line {self._lines} of standard input is not UTF-8 text (byte "
+                       f"0x{data[exc.start]:02x} at offset {exc.start}); the session ends here: "
+                       "convert the input first, e.g. with iconv -f latin1 -t utf-8", err=True)
+            raise SystemExit(EXIT_USAGE) from None
 
 
 @click.command("chat")
@@ -109,8 +142,9 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         tid = threads.latest(view.agent)
         if tid is None:
             notes.append("no earlier thread to resume; starting a new one")
+    piped = None if sys.stdin.isatty() else cast(TextIO, _Utf8Lines(sys.stdin.buffer))
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
-                 history_path=config.data_dir() / "chat_history")
+                 history_path=config.data_dir() / "chat_history", stdin=piped)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _exit_on_signal)

@@ -16,6 +16,8 @@ Invariants:
   failed, the turn stopped early), 2 on a usage mistake: click's, an empty task, an
   agent or ``--thread`` that does not exist, a model that is unknown or not set up
   (a script must be able to tell "fix the command" from "try again later").
+- A task on standard input must be UTF-8: anything else is refused in one line (exit
+  2) before a thread exists or the model is asked; nothing is decoded by guesswork.
 - Each run is a new thread unless ``--thread ID`` or ``--resume`` (the newest
   thread) continues one; the thread id is in the JSON and on stderr.
 """
@@ -71,7 +73,14 @@ def _read_task() -> str:
     if sys.stdin.isatty():
         raise click.UsageError("no task: give it as an argument or on standard input "
                                "(memagent run never reads the terminal)")
-    text = sys.stdin.read()
+    # Bytes, decoded here: the stream's own decoding depends on the locale (C.UTF-8 gives
+    # surrogate escapes that no database stores, other locales a traceback).
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _usage(f"standard input is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+               "nothing was run: convert it first, e.g. with iconv -f latin1 -t utf-8")
     if not text.strip():
         raise click.UsageError("the task on standard input is empty; give the task as an argument or pipe it in")
     return text

@@ -20,6 +20,10 @@ Invariants:
 - Loading never runs anything and never raises anything but ``ScenarioError``, whose
   message is one line: ``FILE:LINE: what is wrong`` and how to fix it.
 - Every key is known: a misspelt key is an error naming the keys allowed there.
+- Loading is bounded: a file over ``MAX_SCENARIO_BYTES`` is refused before it is
+  read; anchors and aliases (``&a``, ``*a``) are refused as the parser meets them, so
+  an alias bomb or a recursive alias is never expanded; nesting deeper than
+  ``MAX_DEPTH`` is refused before PyYAML's (recursive) composer descends into it.
 """
 
 from __future__ import annotations
@@ -36,12 +40,15 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from memagent.agent.evals.checks import KINDS, check_arg
+from memagent.validators.nesting import MAX_DEPTH
 
 Approve = Literal["all", "none"]
 CommandName = Literal["/remember", "/compact", "reflect"]
 COMMANDS: tuple[CommandName, ...] = ("/remember", "/compact", "reflect")
 APPROVE: tuple[Approve, ...] = ("all", "none")
 MAX_KNOWLEDGE = 20_000
+# The built-in scenarios are a few KB; a megabyte is hundreds of turns and files.
+MAX_SCENARIO_BYTES = 1 << 20
 
 
 class ScenarioError(Exception):
@@ -204,20 +211,67 @@ def _thread(doc: _Doc, node: Node, n: int) -> tuple[dict[str, Any], ...]:
     return tuple(messages)
 
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
+class _Refused(Exception):
+    """Stops composing: an anchor, an alias or too deep a collection, at ``line``."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
 
 
-def parse(text: str, source: str) -> Scenario:
-    """The scenario in ``text`` (``source`` names it in errors)."""
-    doc = _Doc(source)
+class _Composer(yaml.SafeLoader):
+    """PyYAML's safe loader, checking each node's event before composing it."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.depth = 0
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:  # type: ignore[override]
+        event = self.peek_event()
+        line = event.start_mark.line + 1 if event.start_mark is not None else 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Refused(line, "uses a YAML anchor or alias (& or *); write each value out in full")
+        if not isinstance(event, yaml.CollectionStartEvent):
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        if self.depth >= MAX_DEPTH:
+            raise _Refused(line, f"nests deeper than {MAX_DEPTH} levels; a scenario needs a handful")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self.depth -= 1
+
+
+def _compose(text: str, source: str) -> Node | None:
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{source}:1: {_too_large(f'{len(text):,} characters')}")
+    loader = _Composer(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        return loader.get_single_node()  # type: ignore[no-any-return]
+    except _Refused as err:
+        raise ScenarioError(f"{source}:{err.line}: {err}") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else 1
         raise ScenarioError(f"{source}:{line}: not valid YAML: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
         raise ScenarioError(f"{source}:1: not valid YAML: {err}") from None
+    finally:
+        loader.dispose()
+
+
+def _too_large(size: str) -> str:
+    return (f"the file is larger than {MAX_SCENARIO_BYTES >> 20} MiB ({size}); a scenario is a few "
+            "sessions and files: split it, or generate filler with knowledge: {count: N}")
+
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
+
+
+def parse(text: str, source: str) -> Scenario:
+    """The scenario in ``text`` (``source`` names it in errors)."""
+    doc = _Doc(source)
+    root = _compose(text, source)
     if root is None:
         raise ScenarioError(f"{source}:1: the file is empty; a scenario needs name, description and sessions")
     keys = doc.mapping(root, "the scenario", ("name", "description", "template", "files", "knowledge", "threads",
@@ -263,7 +317,11 @@ def parse(text: str, source: str) -> Scenario:
 def load(path: Path) -> Scenario:
     """The scenario in file ``path``."""
     try:
-        text = path.read_text("utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)  # never more than the limit into memory
+        if len(data) > MAX_SCENARIO_BYTES:
+            raise ScenarioError(f"{path}:1: {_too_large(f'{path.stat().st_size:,} bytes')}")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ScenarioError(f"{path}: cannot read it: {err}") from None
     return parse(text, str(path))
