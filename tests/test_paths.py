@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memagent.vfs.errors import InvalidPath
-from memagent.vfs.paths import normalize, normalize_file
+from memagent.vfs.paths import lookalike_key, normalize, normalize_file
 
 segments = st.sampled_from(["a", "b", "..", ".", "", "skills", "x.md", "ü", " sp ace"])
 raw_paths = st.lists(segments, max_size=12).map(lambda parts: "/".join(parts)) | st.text(max_size=80)
@@ -97,3 +97,66 @@ def test_no_accepted_path_holds_an_invisible_character(raw: str) -> None:
         assert str(exc) and "\n" not in str(exc)
         return
     assert not {unicodedata.category(c) for c in out} & REFUSED_CATEGORIES
+
+
+# -- one spelling per path: NFC, and no character that reads as a folder separator --------------------
+
+
+def test_paths_are_nfc_so_two_spellings_that_render_the_same_are_one_path() -> None:
+    nfd, nfc = "/cafe\u0301/t.md", "/caf\u00e9/t.md"
+    assert normalize(nfd) == nfc == normalize(nfc)
+    assert normalize("/A\u030angstro\u0308m.md") == "/\u00c5ngstr\u00f6m.md"
+    assert normalize_file("/ko\u0301/x.md") == "/k\u00f3/x.md"
+
+
+@given(raw_paths | st.text(alphabet=st.sampled_from("ae/\u0301\u0308\u0338\u00e9 ."), max_size=20))
+def test_every_accepted_path_is_nfc(raw: str) -> None:
+    try:
+        out = normalize(raw)
+    except InvalidPath:
+        return
+    assert unicodedata.is_normalized("NFC", out) and normalize(out) == out
+
+
+# Characters a reader takes for "/" (or "\"): refused outright, named by code point.
+SLASH_LOOKALIKES = ["\u2215", "\u2044", "\uff0f", "\u29f8", "\u2571", "\u27cb", "\u2f03", "\u3033",
+                    "\u2216", "\u29f5", "\u29f9", "\ufe68", "\uff3c", "\u2572"]
+
+
+@pytest.mark.parametrize("ch", SLASH_LOOKALIKES)
+def test_slash_lookalikes_refused_outright(ch: str) -> None:
+    with pytest.raises(InvalidPath) as err:
+        normalize(f"/knowledge{ch}x.md")
+    msg = str(err.value)
+    assert f"U+{ord(ch):04X}" in msg and "looks like" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("raw", ["/knowledge%2fx.md", "/knowledge%2Fx.md", "/a/b%5cc.md", "/a/b%5C.md"])
+def test_percent_encoded_separators_refused(raw: str) -> None:
+    with pytest.raises(InvalidPath, match="percent-encoded") as err:
+        normalize(raw)
+    assert "\n" not in str(err.value)
+
+
+def test_percent_signs_and_cjk_names_still_accepted() -> None:
+    for raw in ("/100%.md", "/a%20b.md", "/%2.md", "/日本語/ノート.md", "/a/≠.md"):
+        assert normalize(raw) == raw
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("knowledge", "Knowledge"), ("knowledge", "\uff4bnowledge"), ("knowledge", "kno\u0301wledge"),
+    ("knowledge", "knowledge\u0338"), ("knowledge", "knowledge "), ("knowledge", "knowledge."),
+    ("knowledge", "knowledge\u00a0"), ("knowledge", "kn\u043ewledge"), ("notes.md", "NOTES.MD"),
+    ("my-notes.md", "my\u2010notes.md"), ("a b.md", "a  b.md"), ("\u0391\u0392.md", "ab.md"),
+    ("stra\u00dfe", "STRASSE"), ("\ufb01le.md", "file.md"),
+])
+def test_lookalike_names_share_a_key(a: str, b: str) -> None:
+    assert lookalike_key(a) == lookalike_key(b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("notes.md", "notes2.md"), ("notes.md", "notes.txt"), (".env.md", "env.md"), ("a-b.md", "a_b.md"),
+    ("log0.md", "logo.md"), ("\u0915\u0941\u0932", "\u0915\u0932"), ("kno wledge", "knowledge"),
+])
+def test_distinct_names_keep_distinct_keys(a: str, b: str) -> None:
+    assert lookalike_key(a) != lookalike_key(b)

@@ -7,9 +7,20 @@ see or that changes how the rest displays: no control characters (C0, DEL, C1 su
 as NEL), no format characters (bidirectional overrides and isolates, zero-width
 characters), no line or paragraph separators, no surrogates or unassigned code
 points (Unicode categories Cc, Cf, Zl, Zp, Cs, Cn), so a name shown in a diff or an
-approval is the name stored. Every refusal raises ``InvalidPath`` with a one-line
-message that names the rule (and the character, by code point), so callers need
-one ``except``.
+approval is the name stored. The result is in Unicode NFC, so two spellings that
+render the same (``café`` composed or as ``e`` + U+0301) are one path, and an
+approval rule (normalised here too) sees the form it is matched against. It holds
+no character a reader takes for a folder separator (``SEPARATOR_LOOKALIKES``: U+2215
+DIVISION SLASH, U+FF0F FULLWIDTH SOLIDUS, ...; and ``%2F``/``%5C``, which an export or a
+URL turns into one), so every ``/`` a person sees in a path is a folder. Every refusal
+raises ``InvalidPath`` with a one-line message that names the rule (and the character,
+by code point), so callers need one ``except``.
+
+``lookalike_key`` is what a person reads of one name (case, width and compatibility
+forms, accents on Latin, Greek and Cyrillic letters, Cyrillic and Greek letters shaped
+like Latin ones, dash and space variants, trailing spaces and dots all fold away). The
+normaliser does not apply it (``Notes.md`` and ``notes.md`` are two paths); the store
+refuses a NEW name whose key equals an existing sibling's (``vfs/writing.py``).
 
 It also holds the two names every layer shares about where a file lives: the
 reserved mounts (``MOUNTS``: top-level folders of an agent's view that belong to
@@ -74,6 +85,17 @@ _INVISIBLE = {
 }
 
 
+# Characters a reader takes for "/" or "\\" (Unicode's confusables for the two): refused
+# anywhere in a path. Not the CJK letters that resemble a stroke (KATAKANA NO, 丿):
+# they are ordinary words' letters.
+SEPARATOR_LOOKALIKES = frozenset(
+    "\u2215\u2044\uff0f\u29f8\u2571\u27cb\u2f03\u3033\u31d3\u1735\u2041"  # slashes
+    "\u2216\u29f5\u29f9\ufe68\uff3c\u2572\u27cd\u31d4\u2f02"  # backslashes
+)
+# "%2F" and "%5C": a separator once anything URL-decodes the name (an export, a link).
+_PERCENT_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)
+
+
 def _show(path: str) -> str:
     # Never echo a 2 KB path or raw control characters back into a one-line error.
     shown = path.encode("unicode_escape").decode("ascii")
@@ -106,11 +128,22 @@ def normalize(path: str) -> str:
         raise InvalidPath("path is empty; give an absolute path such as /AGENTS.md")
     if "\x00" in path:
         raise InvalidPath(f"path {_show(path)} contains a NUL byte; remove it")
-    bad = _invisible(path)
+    bad = _invisible(path)  # before NFC: a lone surrogate has no normal form
     if bad:
         raise InvalidPath(f"path {_show(path)} contains {bad}; remove it")
+    if not path.isascii():
+        # NFC composes only assigned, visible characters: nothing _invisible refuses appears.
+        path = unicodedata.normalize("NFC", path)
+        ch = next((c for c in path if c in SEPARATOR_LOOKALIKES), None)
+        if ch is not None:
+            raise InvalidPath(
+                f"path {_show(path)} contains U+{ord(ch):04X} {unicodedata.name(ch, '')}, which looks like "
+                "a folder separator; use / between folders, or another character in a name")
     if "\\" in path:
         raise InvalidPath(f"path {_show(path)} contains a backslash; use / to separate folders")
+    if "%" in path and _PERCENT_SEPARATOR.search(path):
+        raise InvalidPath(f"path {_show(path)} contains a percent-encoded separator (%2F or %5C), which reads as "
+                          "a folder once decoded; use / between folders, or another character in a name")
     if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES * 4:
         # Cheap early refusal before splitting absurd inputs.
         raise InvalidPath(f"path is longer than {MAX_PATH_BYTES} bytes; use a shorter path")
@@ -166,3 +199,46 @@ def basename(path: str) -> str:
 
 def is_under(path: str, directory: str) -> bool:
     return directory == "/" or path == directory or path.startswith(dir_prefix(directory))
+
+
+# Cyrillic and Greek letters drawn like Latin ones, and dashes drawn like "-": a name in
+# them reads as the Latin name. (Unicode's confusables.txt is far larger; these are the
+# ones a keyboard or a paste puts in a name.)
+_HOMOGLYPHS = str.maketrans({
+    **dict(zip("АВЕКМНОРСТХЅІЈҮԚԜаеорсухѕіјһӏԁԛԝ", "ABEKMHOPCTXSIJYQWaeopcyxsijhldqw", strict=True)),
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧον", "ABEZHIKMNOPTYXov", strict=True)),
+    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2212\ufe63\uff0d", "-"),
+})
+# Scripts whose accents are marks on a letter a reader can overlook (knówledge, knowledge̸);
+# in Devanagari, Arabic, Hebrew, Thai... a mark is part of the word and is kept.
+_FOLDED_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC")
+_SPACES = re.compile(r"\s+")
+
+
+def _mark_folds(base: str) -> bool:
+    """Whether a combining mark on ``base`` (the letter before it, "" at the start) is dropped."""
+    return base == "" or base.isascii() or unicodedata.name(base, "").startswith(_FOLDED_SCRIPTS)
+
+
+def lookalike_key(name: str) -> str:
+    """What a reader sees of one path segment: two names with the same key look alike.
+
+    Folds NFKC forms (fullwidth ``ｋ``, ligatures, non-breaking and thin spaces), the
+    homoglyphs above, combining marks on Latin, Greek and Cyrillic letters, case
+    (``casefold``: ``Straße`` is ``STRASSE``), runs of spaces to one, and trailing spaces
+    and dots. ``notes.md``/``notes2.md``, ``a-b``/``a_b``, ``log0``/``logo`` keep distinct keys.
+    """
+    key = unicodedata.normalize("NFKC", name).translate(_HOMOGLYPHS)
+    if not key.isascii():
+        kept: list[str] = []
+        base = ""
+        for ch in unicodedata.normalize("NFD", key):
+            if unicodedata.category(ch) in ("Mn", "Me"):
+                if _mark_folds(base):
+                    continue
+            else:
+                base = ch
+            kept.append(ch)
+        key = "".join(kept)
+    key = _SPACES.sub(" ", key.casefold())
+    return key.rstrip(" .").lstrip(" ")

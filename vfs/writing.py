@@ -7,21 +7,32 @@ at (``vfs/revisions.py``), or raises ``StaleVersion`` and stores nothing. An
 overwrite the backend runs as one statement (``atomic_overwrite``) commits in
 autocommit, with the proof ``db.committing`` needs to retry it safely. No memory
 writer reaches a ``conversations:`` scope (``memory_scope``).
+
+No look-alike names: every writer that can make a path live that was not
+(``prepare_write`` of a new file, ``move``'s destination, ``revert`` of a deleted file,
+``bulk_write``, ``create_agent``) passes it through ``guard_lookalikes``, which
+refuses a new folder or file name whose ``paths.lookalike_key`` equals a live
+sibling's (or, in a batch, another new name's, or in an agent's root a mount's), naming
+the existing one. It reads only the folders that gain a name: which of them exist
+(``dirs``) and the listing of those (the backend's ``ls_entries``), never the agent.
+Names that already look alike in an older database are left as they are. Two writers
+creating look-alikes at the same moment can both pass (Postgres: read committed);
+the check is about what a person reads, not an invariant the database holds.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, Table, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import bulk, db, paths
 from memagent.vfs.edits import apply_edit
-from memagent.vfs.errors import AgentNotFound, AlreadyExists, RevisionNotFound, StaleVersion, VfsError
-from memagent.vfs.models import agents
-from memagent.vfs.revisions import append, guard_new_file, now, stale
+from memagent.vfs.errors import AgentNotFound, AlreadyExists, InvalidPath, RevisionNotFound, StaleVersion, VfsError
+from memagent.vfs.models import agents, dirs, files
+from memagent.vfs.revisions import CHUNK, append, guard_new_file, now, prefix_range, stale
 from memagent.vfs.storecore import StoreCore, check_agent_name, memory_scope, no_agent_message
 from memagent.vfs.types import Approval, Author, Change, Origin, PendingChange
 
@@ -38,6 +49,7 @@ class Writing(StoreCore):
             self.validate(path, content)
         with self._write() as conn:
             _insert_agent(conn, name)
+            self.guard_lookalikes(conn, paths.scope_name("agent", name), start)
             bulk.write_batch(conn, paths.scope_name("agent", name), start, author=author, approval=approval,
                              message="init", origin=Origin("init") if author == "cli" else None)
 
@@ -73,6 +85,8 @@ class Writing(StoreCore):
         if not live:
             with self._read() as conn:
                 guard_new_file(conn, scope, path, shown)
+                if not must_exist:
+                    self.guard_lookalikes(conn, scope, [path], mount=_mount_of(shown, path), live=())
         return path, shown, row.content if row is not None and live else None, have
 
     def prepare_write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
@@ -97,6 +111,51 @@ class Writing(StoreCore):
         """Check that ``path`` can be deleted; ``commit`` deletes it (history is kept)."""
         path, shown, before, version = self._prepare(scope, path, shown, expected_version, must_exist=True)
         return PendingChange("delete", scope, path, shown, before, None, version)
+
+    def guard_lookalikes(self, conn: Connection, scope: str, new: Collection[str], *, mount: str = "",
+                         live: Collection[str] | None = None) -> None:
+        """Refuse, naming the existing name, a name ``new`` (normalised file paths about to
+        be live) brings into a folder that looks like a sibling there (``paths.lookalike_key``).
+
+        ``live`` is which of ``new`` are live files now (None: read them); ``mount``
+        prefixes paths as the writer shows them. Reads which of the folders on the paths
+        exist, then lists only the folders that gain a name.
+        """
+        # The names each folder gains or keeps: folder -> child name -> a path through it.
+        wanted: dict[str, dict[str, str]] = {}
+        for path in new:
+            folder = "/"
+            for name in path[1:].split("/"):
+                wanted.setdefault(folder, {}).setdefault(name, path)
+                folder = paths.dir_prefix(folder) + name
+        folders = sorted(f for f in wanted if f != "/")
+        have_dirs = _present(conn, dirs, scope, folders)
+        have_files = _present(conn, files, scope, sorted(new), live_only=True) if live is None else set(live)
+        for folder in sorted(wanted):
+            names = wanted[folder]
+            fresh = sorted(n for n in names if (child := paths.dir_prefix(folder) + n) not in have_dirs
+                           and child not in have_files)
+            if not fresh:
+                continue
+            # Existing siblings: name -> "folder", "file" or "mount" (an agent root's reserved names).
+            siblings: dict[str, str] = {}
+            if folder == "/" or folder in have_dirs:
+                prefix = paths.dir_prefix(folder)
+                lo, hi = prefix_range(prefix)
+                args = {"scope": scope, "depth": prefix.count("/"), "lo": lo, "hi": hi}
+                siblings = {e.name: "folder" if e.is_dir else "file"
+                            for e in self.db.backend.ls_entries(conn, args, len(prefix))}
+            if folder == "/" and paths.parse_scope(scope)[0] == "agent":
+                siblings.update(dict.fromkeys(paths.MOUNTS, "mount"))
+            seen: dict[str, tuple[str, str]] = {}  # key -> (name, kind), existing names first
+            for name, kind in siblings.items():
+                seen.setdefault(paths.lookalike_key(name), (name, kind))
+            for name in sorted(set(names) - set(fresh)):
+                seen.setdefault(paths.lookalike_key(name), (name, "batch"))
+            for name in fresh:
+                other = seen.setdefault(paths.lookalike_key(name), (name, "batch"))
+                if other[0] != name:
+                    raise _lookalike(folder, name, names[name], *other, mount=mount)
 
     def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "",
                origin: Origin | None = None) -> Change:
@@ -178,6 +237,7 @@ class Writing(StoreCore):
                     f"{shown_dst} already exists; remove it first or choose another destination"
                 )
             guard_new_file(conn, scope, dst, shown_dst)
+            self.guard_lookalikes(conn, scope, [dst], mount=mount, live=())
             append(conn, scope, src, None, expected=row.version, author=author, approval=approval,
                    message=message or f"moved to {dst}", shown=shown_src, origin=origin)
             version = append(conn, scope, dst, row.content, expected=0, author=author, approval=approval,
@@ -201,6 +261,7 @@ class Writing(StoreCore):
             self.validate(path, rev.content, shown=shown)
             if row.deleted:
                 guard_new_file(conn, scope, path, shown)
+                self.guard_lookalikes(conn, scope, [path], mount=_mount_of(shown, path), live=())
             version = append(conn, scope, path, rev.content, expected=0 if row.deleted else row.version,
                              author=author, approval=approval,
                              message=message or f"revert to version {to_version}", shown=shown,
@@ -231,6 +292,7 @@ class Writing(StoreCore):
             with self._write() as conn:
                 if name is not None:
                     _insert_agent(conn, name)
+                self.guard_lookalikes(conn, scope, batch)
                 return bulk.write_batch(conn, scope, batch, author=author, approval=approval, message=message,
                                         origin=origin, expected=expected)
         except (StaleVersion, IntegrityError):
@@ -259,3 +321,36 @@ def _insert_agent(conn: Connection, name: str) -> None:
         conn.execute(insert(agents).values(name=name, created_at=now()))
     except IntegrityError:
         raise AlreadyExists(f"agent {name!r} already exists; pick another name") from None
+
+
+def _mount_of(shown: str, path: str) -> str:
+    """The view's prefix of ``shown`` (``/user`` for ``/user/x.md`` at ``/x.md``), "" if none."""
+    return shown[: len(shown) - len(path)] if shown.endswith(path) else ""
+
+
+def _present(conn: Connection, table: Table, scope: str, wanted: list[str], *, live_only: bool = False) -> set[str]:
+    """Which of ``wanted`` have a row in ``table`` (``dirs``, or live ``files``) of ``scope``."""
+    found: set[str] = set()
+    for i in range(0, len(wanted), CHUNK):
+        query = select(table.c.path).where(table.c.scope == scope, table.c.path.in_(wanted[i : i + CHUNK]))
+        if live_only:
+            query = query.where(table.c.deleted.is_(False))
+        found.update(conn.scalars(query))
+    return found
+
+
+def _lookalike(folder: str, name: str, path: str, other: str, kind: str, *, mount: str) -> InvalidPath:
+    """The one-line refusal of ``name`` in ``folder`` (on ``path``), which looks like ``other``."""
+    prefix = paths.dir_prefix(folder)
+    rest = path[len(prefix) + len(name):]  # "" for the file itself, "/..." below a folder
+    mine = "folder" if rest else "file"
+    spelled = repr(name) + ("" if name.isascii() else f" ({ascii(name)[1:-1]})")
+    where = f"{mount}{prefix}{other}"
+    if kind == "batch":
+        return InvalidPath(f"{mount}{path}: the {mine} name {spelled} looks like {where}{'/' if rest else ''} "
+                           "(also in this batch); give each name one spelling")
+    shown_other = f"{where}/" if kind in ("folder", "mount") else where
+    what = "reserved folder" if kind == "mount" else f"existing {kind}"
+    advice = f"did you mean {where}{rest}?" if (kind == "file") == (not rest) else "choose a clearly different name"
+    return InvalidPath(f"{mount}{path}: the {mine} name {spelled} looks like the {what} {shown_other} (names that "
+                       f"differ only in case, width, accents, spaces or trailing dots read as one); {advice}")
