@@ -96,6 +96,59 @@ def test_bad_rules_say_what_is_wrong(spec: str, action: str, why: str) -> None:
         parse_rule(spec, action)
 
 
+# -- a pattern is kept in the form it is matched in (issue #36) -------------------------------------
+
+# Each was accepted and stored as typed, then matched against normalised paths: never.
+SPELLINGS = ["write_file(/knowledge//**)", "write_file(/knowledge/./**)", "write_file(/x/../knowledge/**)",
+             "write_file(knowledge/**)", "write_file( /knowledge/** )", "write_file(/knowledge/**)"]
+
+
+@pytest.mark.parametrize("spec", SPELLINGS)
+def test_a_pattern_is_kept_in_the_form_it_is_matched_in(spec: str) -> None:
+    rule = parse_rule(spec, "deny")
+    assert rule.pattern == "/knowledge/**" and str(rule) == "write_file(/knowledge/**) deny"
+    assert rule.matches("write_file", "/knowledge/a.md") and rule.matches("write_file", "/knowledge/x/y.md")
+    assert parse_rule("write_file(/cafe\u0301/**)", "deny").pattern == "/caf\u00e9/**"  # NFC, as paths are
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ("write_file(/knowledge/**/)", "ends with a slash"),
+    ("write_file(/knowledge/)", "ends with a slash"),
+    ("write_file(/**/../secret.md)", "after the wildcard"),
+    ("write_file(/knowledge/*/..)", "after the wildcard"),
+    ("write_file(/x/..)", "names the root"),
+    ("write_file(/x/../../knowledge/**)", "goes above the root"),
+    ("write_file(/knowledge\u2215**)", "U+2215"),
+])
+def test_patterns_that_could_never_mean_what_they_say_are_refused(spec: str, why: str) -> None:
+    with pytest.raises(RuleError, match=why.replace("+", r"\+")) as err:
+        parse_rule(spec, "deny")
+    assert "\n" not in str(err.value)
+
+
+def test_every_accepted_spelling_denies_the_model(store: SqlStore) -> None:
+    book = RuleBook(store, "a")
+    for spec in SPELLINGS:
+        assert book.add(spec, "deny") == (1, parse_rule("write_file(/knowledge/**)", "deny"))
+        agent, model, approver = make_agent(store, answers=[Decision("approve")])
+        model.enqueue_tool_use("write_file", {"file_path": "/knowledge/x.md", "content": "x\n"})
+        model.enqueue_text("ok")
+        agent.turn("write x")
+        result = last_tool_result(model)
+        assert result["is_error"] and "refused by approval rule 1" in str(result["content"]), spec
+        assert approver.asked == [] and not store.exists(S, "/knowledge/x.md"), spec
+        book.remove(1)
+
+
+def test_rules_stored_before_are_read_in_the_form_they_are_matched_in(store: SqlStore) -> None:
+    # What earlier versions stored as typed: each now means what it says.
+    store.write(SETTINGS, RULES_PATH, "write_file(/knowledge//**) deny\nedit_file(/notes/**/) deny\n")
+    book = RuleBook(store, "a")
+    assert [str(r) for r in book.rules()] == ["write_file(/knowledge/**) deny", "edit_file(/notes/**) deny"]
+    assert book.decide("write_file", "/knowledge/a.md").action == "deny"
+    assert book.decide("edit_file", "/notes/a/b.md").action == "deny"
+
+
 # -- where they live: no tool can change them ------------------------------------------------------
 
 
@@ -254,6 +307,14 @@ def test_approval_add_list_rm_through_the_command(chat_env: None) -> None:
     assert p.returncode == 0 and "removed rule 1: write_file(/knowledge/**) allow" in out(p)
     assert out(run("approval", "list", "notes")).splitlines()[0] == "  1  delete_file(/**) deny"
     assert run("approval", "list", "nobody").returncode == 1
+    # A pattern is stored, listed and matched in its normalised form, or refused in one line.
+    p = run("approval", "add", "notes", "write_file(/x/../knowledge//**)", "deny")
+    assert p.returncode == 0 and "rule 2: write_file(/knowledge/**) deny" in out(p)
+    assert "written as 'write_file(/x/../knowledge//**)'" in out(p)
+    assert out(run("approval", "list", "notes")).splitlines()[1] == "  2  write_file(/knowledge/**) deny"
+    bad = run("approval", "add", "notes", "write_file(/knowledge/**/)", "deny")
+    assert bad.returncode == 2 and "ends with a slash" in err(bad) and "Traceback" not in err(bad)
+    assert len(out(run("approval", "list", "notes")).splitlines()) == 3  # two rules and the footer
 
 
 # -- export carries them ----------------------------------------------------------------------------

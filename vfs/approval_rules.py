@@ -25,6 +25,13 @@ A rule is a tool and, for the file tools, a path pattern, with an action:
   ``/`` is taken from the root. An MCP tool rule takes no path; ``*`` in its name
   matches any run of characters (``mcp__time__*``), and a server alone
   (``mcp__time``, Claude Code's shape) matches every tool of that server.
+- **A pattern is kept in the form it is matched in**: the path normaliser's
+  (``paths.normalize``: ``//`` and ``.`` dropped, ``..`` applied, NFC), the form every
+  path a rule is matched against has, so ``/knowledge//**`` is stored, listed and
+  matched as ``/knowledge/**``. What could never mean what it says is refused in one
+  line: a trailing slash (no file path ends in one), ``..`` after a wildcard, a
+  pattern that is the root or climbs above it. A rules file written before this
+  (``parse_rules``) is read the same way, a trailing slash as the ``/**`` it meant.
 
 This module imports ``vfs`` only.
 """
@@ -95,7 +102,7 @@ class Rule:
 
     @property
     def spec(self) -> str:
-        """The rule as typed, without its action: ``write_file(/knowledge/**)``."""
+        """The rule as stored (its pattern normalised), without its action: ``write_file(/knowledge/**)``."""
         return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
 
     def __str__(self) -> str:
@@ -120,9 +127,51 @@ class Rule:
         return path is not None and self._path_re.match(path) is not None
 
 
-def parse_rule(spec: str, action: str) -> Rule:
+def _wild(segment: str) -> bool:
+    return "*" in segment or "?" in segment
+
+
+def _normal_pattern(pattern: str, text: str, *, strict: bool) -> str:
+    """``pattern`` in the form paths are matched in (``paths.normalize``'s), or ``RuleError``.
+
+    ``strict`` (a rule being added) refuses what the normaliser would silently change
+    the meaning of; otherwise (a rules file already stored) a trailing slash reads as
+    the ``/**`` it meant and a pattern no path can match is kept as it was."""
+    if not pattern.startswith("/"):
+        pattern = "/" + pattern
+    if pattern != "/" and pattern.endswith("/"):
+        base = pattern.rstrip("/") or "/"
+        meant = base if base.endswith("**") else paths.dir_prefix(base) + "**"
+        if strict:
+            raise RuleError(f"path pattern {pattern!r} in {text!r} ends with a slash, and no file path does; "
+                            f"write {meant!r} for every file below that folder")
+        pattern = meant
+    kept: list[str] = []
+    for segment in pattern.split("/"):
+        if segment == ".." and kept and _wild(kept[-1]) and strict:
+            raise RuleError(f"'..' after the wildcard {kept[-1]!r} in {text!r} names no one folder; "
+                            "write the folder it should name, e.g. '/knowledge/**'")
+        if segment == "..":
+            kept = kept[:-1]
+        elif segment not in ("", "."):
+            kept.append(segment)
+    try:
+        # The same character rules as a path ('*' and '?' are ordinary characters there).
+        normal = paths.normalize(pattern)
+    except VfsError as exc:
+        if strict:
+            raise RuleError(f"bad path pattern in {text!r}: {exc}") from None
+        return pattern  # stored before the normaliser refused it: it matches no path now
+    if normal == "/" and strict:
+        raise RuleError(f"path pattern {pattern!r} in {text!r} names the root folder, which is not a file; "
+                        "use ** for every path")
+    return normal
+
+
+def parse_rule(spec: str, action: str, *, strict: bool = True) -> Rule:
     """``write_file(/knowledge/**)`` and ``allow`` as a ``Rule``; ``RuleError`` (one line
-    saying what is wrong and what is accepted) otherwise."""
+    saying what is wrong and what is accepted) otherwise. The pattern is normalised
+    (``_normal_pattern``; ``strict=False`` for a rules file already stored)."""
     text = spec.strip()
     if action not in ACTIONS:
         raise RuleError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
@@ -147,13 +196,7 @@ def parse_rule(spec: str, action: str) -> Rule:
         pattern = pattern.strip()
         if not pattern:
             raise RuleError(f"empty path pattern in {text!r}; use ** for every path, e.g. '{tool}(**)'")
-        if not pattern.startswith("/"):
-            pattern = "/" + pattern
-        try:
-            # The same character rules as a path ('*' and '?' are ordinary characters there).
-            paths.normalize(pattern)
-        except VfsError as exc:
-            raise RuleError(f"bad path pattern in {text!r}: {exc}") from None
+        pattern = _normal_pattern(pattern, text, strict=strict)
     return Rule(tool, pattern, action)
 
 
@@ -166,7 +209,7 @@ def parse_rules(text: str) -> list[Rule]:
             continue
         spec, _, action = line.rpartition(" ")
         try:
-            rules.append(parse_rule(spec, action.strip()))
+            rules.append(parse_rule(spec, action.strip(), strict=False))
         except RuleError as exc:
             raise RuleError(f"{RULES_PATH} line {n}: {exc}") from None
     return rules

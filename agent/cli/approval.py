@@ -4,7 +4,8 @@ Invariants: the rules are read and written only through ``vfs.approval_rules.Rul
 (a settings scope no memory tool reaches, each change a revision made at the version
 read); a bad rule or number is one line and exit 1 with nothing changed; ``list``
 prints the rules numbered in the order they are tried, then what applies when none
-matches.
+matches. A rule is stored, echoed and listed in the form it is matched in (its path
+pattern normalised, ``parse_rule``); ``add`` says so when that is not what was typed.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def add_cmd(ctx: Ctx, agent: str, rule: str, action: str) -> None:
     except RuleError as exc:  # a usage mistake: exit 2, nothing changed
         raise click.BadParameter(str(exc), param_hint="RULE") from None
     number, added = RuleBook(ctx.store, view.agent).add(rule, action)
-    click.echo(shown(f"rule {number}: {added}  (agent {view.agent})"))
+    typed = rule.strip()
+    note = f"; written as {typed!r}, stored as it is matched" if added.spec != typed else ""
+    click.echo(shown(f"rule {number}: {added}  (agent {view.agent}{note})"))
 
 
 @approval_group.command("list")
