@@ -66,6 +66,12 @@ def _pick(rng: random.Random, alphabet: str, n: int) -> str:
             return out
 
 
+def _url_b64(rng: random.Random, n: int) -> str:
+    """base64 of ``n`` random bytes, URL-encoded as it appears in a query string."""
+    raw = base64.b64encode(rng.randbytes(n)).decode()
+    return raw.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+
+
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
@@ -408,6 +414,106 @@ _CREDENTIALS: tuple[_Kind, ...] = (
     ),
     ("Heroku API key", lambda r: str(uuid.UUID(int=r.getrandbits(128), version=4)), ("HEROKU_API_KEY={s}",)),
     ("Cloudflare API token", lambda r: _pick(r, B64URL, 40), ("CLOUDFLARE_API_TOKEN={s}",)),
+    # Kinds added for issue 36 (the tuning set; bench/secrets_heldout.py measures, never tunes).
+    (
+        "Azure SAS signature",
+        lambda r: _url_b64(r, 32),
+        ("SAS_URL=https://logs.blob.core.windows.net/app?sp=racwdl&st=2025-01-01&se=2025-02-01&sv=2022-11-02&sig={s}",),
+    ),
+    (
+        "AWS presigned URL signature",
+        lambda r: _pick(r, HEX, 64),
+        ("curl 'https://b.s3.amazonaws.com/x.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={s}'",),
+    ),
+    (
+        "GCS signed URL signature",
+        lambda r: _pick(r, HEX, 256),
+        ("https://storage.googleapis.com/acme/a.bin?X-Goog-Expires=600&X-Goog-Signature={s}",),
+    ),
+    (
+        "Azure AD client secret (prose)",
+        lambda r: _pick(r, ALNUM, 3) + "2Q~" + _pick(r, ALNUM + "_~.-", 34),
+        ("the app registration's secret value is {s} (expires 2026)",),
+    ),
+    (
+        "X bearer token",
+        lambda r: "A" * 22 + _pick(r, ALNUM, 10) + "A" * 7 + _url_b64(r, 30) + _pick(r, ALNUM, 40),
+        ("bearer_token: {s}", "x_client = tweepy.Client(bearer_token='{s}')"),
+    ),
+    ("Facebook page token", lambda r: "EA" + "AG" + _pick(r, ALNUM, 150), ("page token {s}",)),
+    ("Square OAuth token", lambda r: "sq0" + "atp-" + _pick(r, B64URL, 22), ("square token {s}",)),
+    (
+        "Braintree access token",
+        lambda r: "access_token" + "$sandbox$" + _pick(r, LOWER_DIGITS, 16) + "$" + _pick(r, HEX, 32),
+        ('gateway = braintree.BraintreeGateway(access_token="{s}")',),
+    ),
+    ("Adyen API key", lambda r: "AQE" + _pick(r, B64, 120), ("X-API-Key: {s}",)),
+    ("Mailchimp API key", lambda r: _pick(r, HEX, 32) + "-us" + str(r.randrange(1, 21)), ("mailchimp key {s}",)),
+    ("Klaviyo private key", lambda r: "p" + "k_" + _pick(r, ALNUM, 34), ("Authorization: Klaviyo-API-Key {s}",)),
+    (
+        "HubSpot private app token",
+        lambda r: "pat" + "-eu1-" + str(uuid.UUID(int=r.getrandbits(128), version=4)),
+        ("hubspot.Client.create(access_token='{s}')",),
+    ),
+    (
+        "Okta API token",
+        lambda r: "00" + _pick(r, B64URL, 40),
+        ("curl -H 'Authorization: SSWS {s}' https://acme.okta.com",),
+    ),
+    ("Keycloak client secret", lambda r: _pick(r, ALNUM, 32), ("keycloak:\n  credentials:\n    secret: {s}",)),
+    ("Vault legacy token", lambda r: "s." + _pick(r, ALNUM, 24), ("vault token: {s}", "VAULT_TOKEN={s}")),
+    ("Doppler token", lambda r: "dp" + ".sa." + _pick(r, ALNUM, 43), ("doppler service account {s}",)),
+    (
+        "1Password service account token",
+        lambda r: "op" + "s_eyJ" + _pick(r, B64URL, 400),
+        ("export OP_SERVICE_ACCOUNT_TOKEN={s}",),
+    ),
+    (
+        "Infisical service token",
+        lambda r: (
+            "st."
+            + str(uuid.UUID(int=r.getrandbits(128), version=4))
+            + "."
+            + _pick(r, HEX, 32)
+            + "."
+            + _pick(r, HEX, 32)
+        ),
+        ("infisical export --token={s}",),
+    ),
+    (
+        "Kubernetes Secret data (private key)",
+        lambda r: base64.b64encode(_pem(r, "EC " + _PRIV, 3).encode()).decode(),
+        ("data:\n  tls.key: {s}",),
+    ),
+    (
+        "docker config auth",
+        lambda r: base64.b64encode(("robot:" + _pick(r, ALNUM, 24)).encode()).decode(),
+        ('"auths":{"quay.io":{"auth":"{s}","email":""}}',),
+    ),
+    ("Docker Hub access token", lambda r: "dckr" + "_pat_" + _pick(r, B64URL, 27), ("DOCKERHUB_TOKEN={s}",)),
+    (
+        "registry password on docker login",
+        lambda r: _pick(r, UPPER_DIGITS, 40),
+        ("podman login -u bot -p {s} quay.io",),
+    ),
+    ("Groq API key", lambda r: "gs" + "k_" + _pick(r, ALNUM, 52), ("GROQ_API_KEY={s}",)),
+    ("Perplexity API key", lambda r: "ppl" + "x-" + _pick(r, ALNUM, 48), ('"apiKey": "{s}"',)),
+    ("Together AI key", lambda r: "tgp" + "_v1_" + _pick(r, B64URL, 43), ("TOGETHER_API_KEY={s}",)),
+    ("Fireworks AI key", lambda r: "f" + "w_" + _pick(r, ALNUM, 24), ("FIREWORKS_API_KEY={s}",)),
+    ("Replicate API token", lambda r: "r" + "8_" + _pick(r, ALNUM, 37), ("replicate token: {s}",)),
+    ("xAI API key", lambda r: "xa" + "i-" + _pick(r, ALNUM, 80), ("client = Client(api_key='{s}')",)),
+    ("OpenRouter API key", lambda r: "sk" + "-or-v1-" + _pick(r, HEX, 64), ("openrouter key {s}",)),
+    ("Cohere API key", lambda r: _pick(r, ALNUM, 40), ("client = cohere.ClientV2('{s}')", "co = cohere.Client('{s}')")),
+    (
+        "password in prose",
+        lambda r: _pick(r, ALNUM, 8) + "!" + _pick(r, DIGITS, 2),
+        ("The VPN password is {s} until Friday.", "pw: {s}", "passphrase for the deploy key = {s}"),
+    ),
+    (
+        ".env value in quotes with punctuation",
+        lambda r: _pick(r, DJANGO + UPPER, 54),
+        ("DJANGO_SECRET_KEY='{s}'", 'export SECRET_KEY="{s}"', "export SESSION_SECRET='{s}'"),
+    ),
 )
 
 
@@ -667,6 +773,29 @@ def _lookalike_kinds() -> list[tuple[str, list[str]]]:
                 "admin:$2b$12$" + _pick(r, ALNUM + "./", 53),
                 "root:$6$" + _pick(r, ALNUM, 16) + "$" + _pick(r, ALNUM + "./", 86) + ":19700:0:99999:7:::",
                 "pbkdf2_sha256$600000$" + _pick(r, ALNUM, 22) + "$" + base64.b64encode(_digest("pbkdf2", 0)).decode(),
+            ],
+        ),
+        (
+            "references, ids and encrypted values (issue 36)",
+            [
+                "DJANGO_SECRET_KEY='${DJANGO_SECRET_KEY}'",
+                'export SECRET_KEY="$SECRET_KEY"',
+                "password: \"{{ lookup('env', 'DB_PW') }}\"",
+                "SESSION_SECRET='%(session_secret)s'",
+                '{"data": "ENC[AES256_GCM,data:' + _pick(r, B64, 24) + ",iv:" + _pick(r, B64, 43) + '=,type:str]"}',
+                "app.secret_key: ENC(" + _pick(r, B64, 44) + ")",
+                '{"credsStore": "desktop", "auths": {"ghcr.io": {}}}',
+                "STRIPE_PUBLISHABLE_KEY=pk_" + "test_" + _pick(r, ALNUM, 99),
+                "SQUARE_APP_ID=sq0idp-" + _pick(r, B64URL, 22),
+                "client = redis.Client('cache.internal', 6379)",
+                "OKTA_ISSUER=https://acme.okta.com/oauth2/default\nOKTA_CLIENT_ID=0oa" + _pick(r, ALNUM, 17),
+                "The password is stored in Vault at secret/data/ci; pass --dry-run 2.1.0-rc1 to test.",
+                "Password reset links expire after 30 minutes (PASSWORD_RESET_TIMEOUT=1800).",
+                "pass CFLAGS=-O2 -march=native to the build; the passphrase prompt appears once.",
+                "checksum: 10c0/" + _pick(r, HEX, 128),
+                '"node_modules/left-pad": {"version": "1.3.0", "integrity": "sha1-' + _pick(r, B64, 27) + '="}',
+                "bucket url https://acme.s3.amazonaws.com/public/logo.png?versionId=" + _pick(r, B64URL, 32),
+                "AZURE_CLIENT_ID=" + str(uuid.UUID(int=r.getrandbits(128), version=4)),
             ],
         ),
         (

@@ -43,6 +43,11 @@ def format_problems(path: str, problems: list[Problem]) -> str:
     """A one-line summary, then one '- location: message' line per problem."""
     if not problems:
         return f"{path} is valid."
+    if any(p.kind == "secret" and p.location == "path" for p in problems):
+        # A path refused for holding a credential is shown with that segment withheld.
+        from .secrets import redact_path
+
+        path = redact_path(path)
     lines = [f"{path} was not saved: {plural(len(problems), 'problem')}."]
     lines.extend(f"- {p}" for p in problems)
     return "\n".join(lines)

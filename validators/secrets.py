@@ -213,6 +213,8 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
         return False
     if _CODE_REFERENCE.fullmatch(value) or len(set(value)) < 5:  # settings.SECRET_KEY, aaaa1111
         return False
+    if "://" in value and "@" not in value:  # an address (op://vault/item/field, https://...), no credential
+        return False
     classes = sum(
         (
             any(c.isupper() for c in value),
@@ -263,6 +265,97 @@ def _django_key(m: re.Match[str], _: str) -> bool:
 def _hex_mixed(m: re.Match[str], _: str) -> bool:
     body = m.group("s")
     return any(c.isdigit() for c in body) and any(c.isalpha() for c in body[-32:])
+
+
+# A quoted value that only refers to a secret kept elsewhere: a shell or template variable,
+# a secret manager's reference, or a value encrypted in place (sops, Jasypt, Ansible Vault).
+_REFERENCE_VALUE = re.compile(
+    # Each form is strict (a whole ${NAME}, $(cmd), {{ x }}, %(name)s, ENC[...]) because a
+    # random key may hold "$(" or "%(" by chance: startproject's alphabet has $, %, ( and ).
+    r"\$\{[A-Za-z_][A-Za-z0-9_]*(?:[:?=-][^}]*)?\}|^\$[A-Za-z_][A-Za-z0-9_]*$|^\$\([a-z][^)]*\)$|\{\{|\{%"
+    r"|%\([A-Za-z_]+\)[sd]|^<[^>]*>$|^(?i:enc)[\[(]|^!vault|^(?:op|vault|secret|arn|sm)://|^(?i:vault):|\$ANSIBLE_VAULT"
+)
+
+
+def _real_quoted_value(m: re.Match[str], text: str) -> bool:
+    """A quoted value after a secret's name (.env, YAML, shell): punctuation is part of it."""
+    value = m.group("s")
+    if _REFERENCE_VALUE.search(value) or value[0] in "/~.":
+        return False
+    before = text[max(0, m.start() - 16) : m.start()].lower().rstrip("_-.")
+    if before.endswith(_CURSOR_NAMES) or any(p in value.lower() for p in _VALUE_PLACEHOLDERS):
+        return False
+    if _CODE_REFERENCE.fullmatch(value) or len(set(value)) < 5:
+        return False
+    if _password_shaped(value, 8) or _real_assigned_value(m, text):
+        return True
+    # Letters and two kinds of punctuation, no digit (a generated key such as "q#w!er$ty^ui").
+    return len(value) >= 12 and any(c.isalpha() for c in value) and len(_PASSWORD_SYMBOLS.intersection(value)) >= 2
+
+
+_PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=?~|<>[]{}()'\";:,")
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+[A-Za-z0-9.+-]*")
+
+
+def _password_shaped(token: str, shortest: int = 8) -> bool:
+    """What a person's or a generator's password looks like: letters and digits with a symbol
+    (Tr0ub4dor&3), or 12+ characters of upper case, lower case and digits; never a
+    version, an address, a path, an email, a reference or a placeholder."""
+    if not shortest <= len(token) <= 100 or token[0] in "/~$<{%-" or "://" in token:
+        return False
+    if _VERSION.fullmatch(token) or re.fullmatch(r"[^@\s]+@[^@\s]+\.[a-z]{2,}", token):
+        return False
+    low = token.lower()
+    if any(p in low for p in _VALUE_PLACEHOLDERS) or _URL_PASSWORD_WORD.fullmatch(low):
+        return False
+    letters, digits = any(c.isalpha() for c in token), any(c.isdigit() for c in token)
+    if not (letters and digits):
+        return False
+    if any(c in _PASSWORD_SYMBOLS for c in token):
+        return True
+    return len(token) >= 12 and any(c.isupper() for c in token) and any(c.islower() for c in token)
+
+
+# Where a password written in prose ends: the sentence's own punctuation, not the password's.
+_TRAILING = ".,;:)]}'\"`"
+
+
+def _password_in_prose(m: re.Match[str], _: str) -> bool:
+    """A word for "password" followed, within the same clause, by a password-shaped token
+    ("the password for the staging db is Tr0ub4dor&3", "pass: Xk9#mPq2!vL")."""
+    for raw in m.group("w").split():
+        token = raw.strip("'\"`(").rstrip(_TRAILING)
+        if "=" in token.rstrip("=") or "(" in token:  # code or a flag (CFLAGS=-O2), not a password
+            continue
+        if _password_shaped(token, 8):
+            return True
+    return False
+
+
+def _docker_auth(m: re.Match[str], _: str) -> bool:
+    """A docker config "auth": base64 of "user:password" with a real password."""
+    try:
+        raw = base64.b64decode(m.group("s"), validate=True).decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return False
+    user, sep, password = raw.partition(":")
+    return bool(sep and user and len(password) >= 6 and password.isprintable() and password.lower() != user.lower())
+
+
+def _pem_private_key_in_base64(m: re.Match[str], _: str) -> bool:
+    """base64 of a PEM block (kubeconfig client-key-data) whose header names a private key."""
+    head = m.group("s")[:64]
+    try:
+        decoded = base64.b64decode(head[: len(head) // 4 * 4]).decode("ascii", "replace")
+    except (ValueError, binascii.Error):
+        return False
+    return "PRIVATE KEY" in decoded
+
+
+def _signed_url(m: re.Match[str], text: str) -> bool:
+    """An Azure SAS signature: a ``sig=`` among the other SAS parameters (sv=, se=, sp=)."""
+    query = text[max(0, m.start() - 300) : m.start()]
+    return any(p in query for p in ("sv=", "se=", "sp=", "sr=")) and _mixed_body(m, text)
 
 
 _SCHEME_CHARS = string.ascii_lowercase + string.digits + "+.-"
@@ -344,7 +437,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a bearer token in an Authorization header",
         re.compile(
-            r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
+            r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic|ssws)\s+"
             r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"
         ),
         _starts_folded("authorization"),
@@ -479,6 +572,142 @@ _RULES: tuple[_Rule, ...] = (
         _starts("--"),
         _real_command_password,
     ),
+    # Signed URLs: the signature is the credential (anyone holding the URL has the access).
+    _Rule(
+        "a signed URL (Azure SAS)",
+        re.compile(r"(?<=[?&])sig=(?P<s>[A-Za-z0-9%+/]{40,120}(?:%3[Dd]|=){0,2})(?![A-Za-z0-9%+/=])"),
+        _starts("sig="),
+        _signed_url,
+    ),
+    _Rule(
+        "a signed URL (AWS or Google Cloud)",
+        re.compile(r"(?i:X-(?:Amz|Goog)-Signature)=(?P<s>[0-9a-f]{64,1024})(?![0-9a-zA-Z])"),
+        _starts_folded("x-amz-signature=", "x-goog-signature="),
+        _hex_mixed,
+    ),
+    _Rule(
+        "a signed URL (AWS or Google Cloud)",
+        re.compile(r"(?i:X-Amz-Security-Token)=(?P<s>[A-Za-z0-9%+/]{100,})"),
+        _starts_folded("x-amz-security-token="),
+        _mixed_body,
+    ),
+    _Rule(
+        "an Azure AD client secret",
+        # Entra ID (Azure AD) client secrets: three characters, a digit, "Q~", then 31 to 34 more.
+        re.compile(r"(?<![A-Za-z0-9_~.-])(?P<s>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
+        (_Anchor("Q~", back_over=string.ascii_letters + string.digits + "_~.-", back_max=4),),
+        _mixed_body,
+    ),
+    _Rule(
+        "an X (Twitter) bearer token",
+        re.compile(r"(?<![A-Za-z0-9%+/])(?P<s>A{20,24}[A-Za-z0-9%]{60,160})(?![A-Za-z0-9%+/=])"),
+        _starts("A" * 20),
+        _mixed_body,
+    ),
+    _prefixed("a Facebook or Square access token", ("EAA",), r"[A-Za-z0-9_-]{56,}(?![A-Za-z0-9_-])", _mixed_body),
+    _prefixed("a Square OAuth token", ("sq0atp-", "sq0csp-"), r"[A-Za-z0-9_-]{22,60}(?![A-Za-z0-9_-])"),
+    _Rule(
+        "a Braintree or PayPal access token",
+        re.compile(r"\b(?P<s>access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32})"),
+        _starts("access_token$"),
+    ),
+    _prefixed("an Adyen API key", ("AQE",), r"[A-Za-z0-9+/=._-]{80,}", _mixed_body),
+    _Rule(
+        "a Mailchimp API key",
+        re.compile(r"(?<![A-Za-z0-9])(?P<s>[0-9a-f]{32}-us\d{1,2})(?![A-Za-z0-9])"),
+        (_Anchor("-us", back_over="0123456789abcdef", back_max=32),),
+        _hex_mixed,
+    ),
+    _prefixed("a Klaviyo private key", ("pk_",), r"[A-Za-z0-9]{34}\b", _mixed_body),
+    _prefixed(
+        "a HubSpot private app token",
+        ("pat-na1-", "pat-na2-", "pat-eu1-", "pat-ap1-"),
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
+    ),
+    _Rule(
+        "a HashiCorp Vault token",
+        # The service tokens before Vault 1.10: "s." and 24 letters and digits.
+        re.compile(r"\b(?P<s>[sb]\.[A-Za-z0-9]{24})(?![A-Za-z0-9_.-])"),
+        _starts("s.", "b."),
+        _mixed_body,
+    ),
+    _Rule(
+        "a Doppler token",
+        re.compile(r"\b(?P<s>dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44})\b"),
+        _starts("dp."),
+        _mixed_body,
+    ),
+    _prefixed("a 1Password service account token", ("ops_eyJ",), r"[A-Za-z0-9_-]{50,}"),
+    _Rule(
+        "an Infisical token",
+        re.compile(
+            r"\b(?P<s>st\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[0-9a-f]{32}\.[0-9a-f]{32})\b"
+        ),
+        _starts("st."),
+    ),
+    _Rule(
+        "a private key block",
+        # base64 of a PEM block (kubeconfig client-key-data, a Kubernetes Secret's data).
+        re.compile(r"(?<![A-Za-z0-9+/])(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{60,}={0,2})"),
+        _starts("LS0tLS1CRUdJTi"),
+        _pem_private_key_in_base64,
+    ),
+    _Rule(
+        "a container registry password",
+        # ~/.docker/config.json: "auth" is base64 of "user:password".
+        re.compile(r"\"auth\"[ \t]*:[ \t]*\"(?P<s>[A-Za-z0-9+/]{8,400}={0,2})\""),
+        _starts('"auth"'),
+        _docker_auth,
+    ),
+    _prefixed("a Docker Hub access token", ("dckr_pat_", "dckr_oat_"), r"[A-Za-z0-9_-]{27,}"),
+    _Rule(
+        "a password on a command line",
+        # docker login -p X (and podman, nerdctl, buildah, helm registry).
+        re.compile(
+            r"\b(?:docker|podman|nerdctl|buildah|helm)[ \t]+(?:registry[ \t]+)?login\b"
+            r"[^\n]{0,200}?[ \t]-p[ \t]*=?[ \t]*"
+            r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
+        ),
+        _starts("docker", "podman", "nerdctl", "buildah", "helm"),
+        _real_command_password,
+    ),
+    _prefixed("a Groq API key", ("gsk_",), r"[A-Za-z0-9]{48,}\b", _mixed_body),
+    _prefixed("a Perplexity API key", ("pplx-",), r"[A-Za-z0-9]{40,}\b", _mixed_body),
+    _prefixed("a Together AI API key", ("tgp_v1_",), r"[A-Za-z0-9_-]{40,}"),
+    _prefixed("a Fireworks AI API key", ("fw_",), r"[A-Za-z0-9]{20,}\b", _mixed_body),
+    _prefixed("a Replicate API token", ("r8_",), r"[A-Za-z0-9]{30,}\b", _mixed_body),
+    _prefixed("an xAI API key", ("xai-",), r"[A-Za-z0-9]{60,}\b", _mixed_body),
+    _prefixed("an OpenRouter API key", ("sk-or-v1-",), r"[0-9a-f]{64}\b"),
+    _Rule(
+        "an API key passed to a client",
+        # An SDK client given its key as a string literal: cohere.Client('...'), Client(sid, '...').
+        re.compile(
+            r"Client(?:V\d)?\([ \t]*(?:[^()\n]{0,120}?,[ \t]*)?(?:api_key[ \t]*=[ \t]*)?"
+            r"([\"'])(?P<s>[A-Za-z0-9_.-]{24,200})\1"
+        ),
+        _starts("Client(", "ClientV"),
+        _mixed_body,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
+        # A quoted value (.env, shell, YAML): punctuation belongs to it (DJANGO_SECRET_KEY='k$(3...').
+        re.compile(
+            r"(?i:passw(?:ord|d)|passphrase|secret(?:_?key)?(?:_?base)?|token|api_?key|access_?key|auth_?key"
+            r"|private_?key|credentials?)"
+            r"[\"']?[ \t]*[:=][ \t]*([\"'])(?P<s>(?:(?!\1)\S){8,200})\1"
+        ),
+        _starts_folded(*_SECRET_WORDS),
+        _real_quoted_value,
+        generic=True,
+    ),
+    _Rule(
+        "a password written in plain text",
+        # A word for a password, then within the clause a password-shaped token (see _password_in_prose).
+        re.compile(r"(?<![A-Za-z])(?i:passwords?|passwd|passphrase|pwd?|pass)(?=[ \t:=])(?P<w>[^\n]{1,80})"),
+        _starts_folded("pass", "pw"),
+        _password_in_prose,
+        generic=True,
+    ),
     _Rule(
         "a password, secret or token assigned in plain text",
         # From the word the variable's name ends with (DB_PASSWORD matches from PASSWORD on): the
@@ -493,6 +722,8 @@ _RULES: tuple[_Rule, ...] = (
         generic=True,
     ),
 )
+
+_GENERIC_ORDER = {what: i for i, what in enumerate(dict.fromkeys(r.what for r in _RULES if r.generic))}
 
 # SHA-256 of well-known documentation examples, so the values themselves are not in this file:
 # GitHub's example token (its ghp_/gho_/ghu_/ghs_/ghr_ forms), Telegram's example bot token in
@@ -515,7 +746,8 @@ def _placeholder(secret: str) -> bool:
     if "EXAMPLE" in secret or hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest() in _KNOWN_EXAMPLES:
         return True
     segments = [seg for seg in re.split(r"[_\-./]", secret) if seg]
-    return bool(segments) and not set(segments[-1]) - set("xX*0")
+    # (A random value may well end in "_0" or "-x": a one- or two-character tail is no placeholder.)
+    return bool(segments) and len(segments[-1]) >= 3 and not set(segments[-1]) - set("xX*0")
 
 
 _ADVICE = (
@@ -725,7 +957,11 @@ def _findings(content: str, matches: Iterable[tuple[_Rule, Iterable[re.Match[str
             index = index or LineIndex(content)
             (generic if rule.generic else found).add((index.line_of(m.start()), rule.what))
     specific_lines = {line for line, _ in found}
-    found |= {(line, what) for line, what in generic if line not in specific_lines}
+    # One generic problem a line (the first generic rule's kind): they all say the same thing.
+    first_generic: dict[int, str] = {}
+    for line, what in sorted(generic, key=lambda lw: (lw[0], _GENERIC_ORDER[lw[1]])):
+        first_generic.setdefault(line, what)
+    found |= {(line, what) for line, what in first_generic.items() if line not in specific_lines}
     return sorted(found)
 
 
@@ -779,16 +1015,81 @@ def scan_secrets(content: str) -> list[Problem]:
     return [Problem(f"line {line}", f"contains {what}. {_ADVICE}", KIND) for line, what in _find(content)]
 
 
+def _secret_spans(text: str) -> list[tuple[int, int]]:
+    """Where each confirmed match lies in ``text`` (generic ones included), in rule order."""
+    if _no_anchor(text):
+        return []
+    candidates = _Candidates(text)
+    spans: list[tuple[int, int]] = []
+    for rule in _RULES:
+        starts = candidates.starts(rule)
+        for m in _fast_matches(rule, text, starts) if starts else ():
+            if "s" in rule.regex.groupindex and _placeholder(m.group("s")):
+                continue
+            if rule.confirm is None or rule.confirm(m, text):
+                spans.append(m.span())
+    return spans
+
+
+WITHHELD = "[withheld]"
+
+
+def _segments_with_secrets(path: str) -> list[int]:
+    """1-based positions of the path's segments (the parts between slashes, empty ones
+    skipped) that hold any part of a credential."""
+    spans = _secret_spans(path)
+    out: list[int] = []
+    at, n = 0, 0
+    for part in path.split("/"):
+        end = at + len(part)
+        if part:
+            n += 1
+            if any(start < end and at < stop for start, stop in spans):
+                out.append(n)
+        at = end + 1
+    return out
+
+
+def redact_path(path: str) -> str:
+    """``path`` with every segment that holds a credential replaced by ``[withheld]``: how a
+    refused path is shown, so the refusal never repeats the secret it refuses."""
+    held = set(_segments_with_secrets(path))
+    if not held:
+        return path
+    n, parts = 0, []
+    for part in path.split("/"):
+        if part:
+            n += 1
+            part = WITHHELD if n in held else part
+        parts.append(part)
+    return "/".join(parts)
+
+
+def _ordinal_list(numbers: list[int]) -> str:
+    """'2', '2 and 4', '1, 2 and 4'."""
+    words = [str(n) for n in numbers]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def scan_path(path: str) -> list[Problem]:
-    """Credentials in a file's path: a name is shown in listings, diffs and prompts."""
+    """Credentials in a file's path: a name is shown in listings, diffs and prompts.
+
+    The problem names the segment (``segment 2`` of ``/knowledge/<token>.md``), never its
+    text; ``format_problems`` shows the path itself through ``redact_path``."""
+    found = list(dict.fromkeys(what for _, what in _find(path)))
+    if not found:
+        return []
+    held = _segments_with_secrets(path)
+    noun = "segment" if len(held) == 1 else "segments"
+    where = f" ({noun} {_ordinal_list(held)} of the path, shown as {WITHHELD})" if held else ""
     return [
         Problem(
             "path",
-            f"the file's path contains {what}. Secrets must never be stored in memory, not even in a "
+            f"the file's path contains {what}{where}. Secrets must never be stored in memory, not even in a "
             "file name: choose a path without it (it is not repeated here).",
             KIND,
         )
-        for what in dict.fromkeys(what for _, what in _find(path))
+        for what in found
     ]
 
 
