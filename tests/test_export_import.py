@@ -361,7 +361,10 @@ def test_opencode_shape() -> None:
     assert meta == {"description": "Checks facts.", "mode": "subagent", "model": "anthropic/claude-sonnet-4-5",
                     # permission, not tools: an agent-level allow would override the project's
                     # ask (issue 28, finding 2), so the approval tool is ask here too.
-                    "permission": {"*": "deny", "read": "allow", "grep": "allow", "docs_get_page": "ask"}}
+                    "permission": {"*": "deny", "grep": "allow", "docs_get_page": "ask",
+                                   # OpenCode's own read rules, restated (issue #36): .env is asked about.
+                                   "read": {"*": "allow", "*.env": "ask", "*.env.*": "ask",
+                                            "*.env.example": "allow"}}}
     assert body == "You check facts.\n"
     assert ".opencode/skills/notes/SKILL.md" in files and files["AGENTS.md"] == RICH["/AGENTS.md"].encode()
 

@@ -17,7 +17,10 @@ listed tool on); approval tools are ``"ask"``, for the project and for every age
 (an agent's ``permission`` comes after the project's and OpenCode applies the last
 matching rule, so an agent-level allow would override the project's ask: agents get
 ``permission``, never a ``tools`` switch, and their MCP tools carry the project's
-action); ``${VAR}`` becomes ``{env:VAR}``
+action); an agent's ``read`` restates OpenCode's own rules for reading
+(``READ_RULES``: a ``.env`` file is asked about), because a bare ``read: allow`` would
+come last and let a subagent read ``.env`` without asking while the main agent is
+asked (issue #36); ``${VAR}`` becomes ``{env:VAR}``
 and back; what OpenCode cannot say (``${VAR:-default}`` defaults, ``cwd``) is
 noted.
 """
@@ -52,7 +55,7 @@ from .claude_code import (
     map_tools_in,
     warn_unlisted,
 )
-from .frontmatter import emit, first_paragraph, read_agent, subagent_file
+from .frontmatter import emit, first_paragraph, read_agent, scalar, subagent_file
 from .mcp import (
     REF,
     Tool,
@@ -99,6 +102,27 @@ def to_model(model: str) -> str:
 
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 
+# OpenCode's own rules for its read tool, in its order (what ``opencode debug agent
+# build`` shows for a project that sets none): environment files are asked about. An
+# agent's rules come after these and OpenCode applies the last match, so an agent that
+# may read gets these patterns, not ``read: allow``, and is asked where the main agent is.
+READ_RULES: dict[str, str] = {"*": "allow", "*.env": "ask", "*.env.*": "ask", "*.env.example": "allow"}
+
+Rules = dict[str, "str | dict[str, str]"]
+
+
+def _emit_agent(pairs: list[tuple[str, Any]], rules: Rules, body: str) -> str:
+    """``emit`` with the ``permission`` map last, whose values may be a map of patterns."""
+    lines = ["permission:"]
+    for key, action in rules.items():
+        if isinstance(action, dict):
+            lines.append(f"  {scalar(key)}:")
+            lines += [f"    {scalar(pattern)}: {scalar(a)}" for pattern, a in action.items()]
+        else:
+            lines.append(f"  {scalar(key)}: {scalar(action)}")
+    head, _, rest = emit(pairs, body).partition("\n---\n")
+    return head + "\n" + "\n".join(lines) + "\n---\n" + rest
+
 
 def bind_agents(result: ExportResult) -> None:
     """Tighten every exported agent's ``permission`` to the project's (``opencode.json``):
@@ -121,15 +145,20 @@ def bind_agents(result: ExportResult) -> None:
             continue
         changed = False
         for key, action in list(rules.items()):
-            if key == "*" or action not in _STRICTNESS:
-                continue
             matching = [a for pattern, a in flat if fnmatch.fnmatchcase(key, pattern)]
-            if matching and _STRICTNESS[matching[-1]] > _STRICTNESS[action]:
+            if key == "*" or not matching:
+                continue
+            if isinstance(action, dict):  # a map of path patterns (read): each no looser
+                tightened = {p: matching[-1] if a in _STRICTNESS and _STRICTNESS[matching[-1]] > _STRICTNESS[a]
+                             else a for p, a in action.items()}
+                changed = changed or tightened != action
+                rules[key] = tightened
+            elif action in _STRICTNESS and _STRICTNESS[matching[-1]] > _STRICTNESS[action]:
                 rules[key] = matching[-1]
                 changed = True
         if changed:
-            pairs = [(k, rules if k == "permission" else str(v)) for k, v in meta.items()]
-            result.files[path] = emit(pairs, body).encode("utf-8")
+            pairs = [(k, str(v)) for k, v in meta.items() if k != "permission"]
+            result.files[path] = _emit_agent(pairs, rules, body).encode("utf-8")
 
 
 class OpenCodeFormat:
@@ -153,10 +182,11 @@ class OpenCodeFormat:
         name = PurePosixPath(path).stem
         meta, body = read_agent(content)
         listed = meta.get("tools") if isinstance(meta.get("tools"), list) else None
-        rules: dict[str, str] = {"*": "deny"}
+        rules: Rules = {"*": "deny"}
         for tool in READ_ONLY if listed is None else [str(t) for t in listed]:
             if tool in TO_OPENCODE:
-                rules[TO_OPENCODE[tool]] = "allow"
+                oc_tool = TO_OPENCODE[tool]
+                rules[oc_tool] = dict(READ_RULES) if oc_tool == "read" else "allow"
             elif (parts := split_mcp_name(tool, list(config.servers))) is not None:
                 found = config.find(tool)
                 if found is None:
@@ -169,8 +199,7 @@ class OpenCodeFormat:
         pairs: list[tuple[str, Any]] = [("description", str(meta.get("description", ""))), ("mode", "subagent")]
         if isinstance(meta.get("model"), str):
             pairs.append(("model", to_model(meta["model"])))
-        pairs.append(("permission", rules))
-        result.add(f".opencode/agents/{name}.md", emit(pairs, body), path)
+        result.add(f".opencode/agents/{name}.md", _emit_agent(pairs, rules, body), path)
 
     def _export_tools(self, config: ToolsConfig, result: ExportResult) -> None:
         mcp: dict[str, Any] = {}
@@ -248,7 +277,9 @@ class OpenCodeFormat:
         rules = meta.get("permission")
         listed: list[str] | None = None
         if isinstance(rules, dict):
-            listed = [k for k, v in rules.items() if v in ("allow", "ask") and k != "*"]
+            # A map of path patterns (``read: {"*": allow, "*.env": ask}``) gives the tool.
+            listed = [k for k, v in rules.items() if k != "*" and (
+                v in ("allow", "ask") or (isinstance(v, dict) and v.get("*") in ("allow", "ask")))]
             if rules.get("*") != "deny":
                 result.notes.append(Note(src, "OpenCode leaves its other tools on; memagent gives only those "
                                               "listed"))

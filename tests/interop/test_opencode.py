@@ -98,3 +98,26 @@ def test_an_approval_rule_binds_opencode_subagents_too(harness: Callable[[str], 
     assert action(main, "demo_echo") == "deny"
     assert action(scout, "demo_echo") == "deny"
     assert action(scout, "demo_fail") == "ask"
+
+
+def read_action(agent: dict[str, Any], path: str) -> str:
+    """What OpenCode does when ``agent`` reads ``path``: the last rule matching tool and path."""
+    matching = [r["action"] for r in agent["permission"]
+                if fnmatch.fnmatchcase("read", r["permission"]) and fnmatch.fnmatchcase(path, r["pattern"])]
+    return matching[-1]
+
+
+def test_a_subagent_is_asked_before_reading_env_like_the_main_agent(
+        harness: Callable[[str], Path], harness_env: dict[str, str], tmp_path: Path) -> None:
+    # Issue #36: OpenCode asks before reading .env; the exported subagent's bare
+    # "read: allow" came last and won, so it read .env unasked.
+    opencode = harness("opencode")
+    project = tmp_path / "project"
+    mem.export("opencode", project)
+    main = debug(opencode, harness_env, project, "agent", "build")
+    scout = debug(opencode, harness_env, project, "agent", mem.SUBAGENT)
+    for path in (".env", "config/.env", ".env.local", str(project / ".env.production")):
+        assert read_action(main, path) == "ask", (path, main["permission"])
+        assert read_action(scout, path) == "ask", (path, scout["permission"])
+    for path in ("notes.md", ".env.example", str(project / "src/app.py")):
+        assert read_action(scout, path) == read_action(main, path) == "allow", path
