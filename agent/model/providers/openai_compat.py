@@ -26,6 +26,10 @@ Invariants (beyond those of ``model.base``):
   when it sends one (up to a minute) or 0.5 s doubling to 8 s, and calls
   ``on_retry`` with the same one-line notes as the Anthropic client before each wait.
   A stream that breaks off is retried only while no text has reached ``on_text``.
+- Tool calls written as text (small local models: bare or fenced JSON, ``<tool_call>``)
+  to a tool the request offered become ``tool_use`` blocks when the answer carried no
+  native call (``toolcall_recovery`` states the rule; prose with JSON stays prose); the
+  call's JSON is neither in the text block nor streamed to ``on_text``.
 - Every failure leaves ``respond`` as a ``ModelError`` (one line, with the HTTP
   status); no SDK exception escapes (``KeyboardInterrupt`` and the caller's own
   callbacks' exceptions excepted).
@@ -60,6 +64,7 @@ from memagent.agent.model.registry import (
     Provider,
     ProviderStatus,
 )
+from memagent.agent.model.toolcall_recovery import StreamGate, recover
 
 if TYPE_CHECKING:
     import openai
@@ -263,25 +268,52 @@ def _stop_reason(finish: str | None, has_calls: bool) -> str:
     return "tool_use" if has_calls and reason == "end_turn" else reason
 
 
-def from_chat_completion(completion: Any, model: str) -> ModelResponse:
-    """A (non-streamed) ChatCompletion, SDK object or dict, as an Anthropic-shaped response."""
+Call = tuple[str | None, str, str | None]  # (id, name, arguments text)
+
+
+def offered_tools(params: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the function tools a Chat Completions body offers."""
+    return frozenset(str((t.get("function") or {}).get("name")) for t in params.get("tools") or []
+                     if isinstance(t, Mapping))
+
+
+def _recovered(text: str, calls: list[Call], offered: frozenset[str]) -> tuple[str, list[Call]]:
+    """Calls a small model wrote into its text (``toolcall_recovery``), when it sent none."""
+    if calls or not offered:
+        return text, calls
+    found = recover(text, offered)
+    if found is None:
+        return text, calls
+    return found.text, [(None, name, args) for name, args in found.calls]
+
+
+def from_chat_completion(completion: Any, model: str, offered: frozenset[str] = frozenset()) -> ModelResponse:
+    """A (non-streamed) ChatCompletion, SDK object or dict, as an Anthropic-shaped response;
+    calls to ``offered`` tools written in its text become tool calls (``toolcall_recovery``)."""
     data = completion if isinstance(completion, Mapping) else completion.model_dump()
     choices = data.get("choices") or []
     if not choices:
         raise ModelError("the model API answered without a choice; try again")
     message = choices[0].get("message") or {}
-    calls = [(c.get("id"), str((c.get("function") or {}).get("name") or ""),
-              (c.get("function") or {}).get("arguments"))
-             for c in message.get("tool_calls") or []]
-    return ModelResponse(content=_content(str(message.get("content") or ""), calls),
+    calls: list[Call] = [(c.get("id"), str((c.get("function") or {}).get("name") or ""),
+                          (c.get("function") or {}).get("arguments"))
+                         for c in message.get("tool_calls") or []]
+    text, calls = _recovered(str(message.get("content") or ""), calls, offered)
+    return ModelResponse(content=_content(text, calls),
                          stop_reason=_stop_reason(choices[0].get("finish_reason"), bool(calls)),
                          usage=_usage(data.get("usage")), model=model)
 
 
 @dataclass
 class _Accumulator:
-    """A streamed answer so far: text, tool calls by index, finish reason, usage."""
+    """A streamed answer so far: text, tool calls by index, finish reason, usage.
 
+    With tools offered, text that may be a call written as text passes a ``StreamGate``:
+    held back until the answer ends, then shown only for what did not become calls.
+    """
+
+    offered: frozenset[str] = frozenset()
+    gate: StreamGate | None = None
     text: list[str] = field(default_factory=list)
     calls: dict[int, list[Any]] = field(default_factory=dict)  # index -> [id, name, [argument pieces]]
     finish: str | None = None
@@ -296,9 +328,11 @@ class _Accumulator:
             if delta is not None:
                 if delta.content:
                     self.text.append(delta.content)
-                    self.emitted = True
-                    if on_text is not None:
-                        on_text(delta.content)
+                    shown = self.gate.feed(delta.content) if self.gate is not None else delta.content
+                    if shown:
+                        self.emitted = True
+                        if on_text is not None:
+                            on_text(shown)
                 for position, call in enumerate(delta.tool_calls or []):
                     # Servers that omit ``index`` send each call whole, in order.
                     index = call.index if isinstance(call.index, int) else len(self.calls) + position
@@ -314,9 +348,19 @@ class _Accumulator:
             if choice.finish_reason:
                 self.finish = choice.finish_reason
 
-    def response(self, model: str) -> ModelResponse:
-        calls = [(cid, name, "".join(pieces)) for _, (cid, name, pieces) in sorted(self.calls.items())]
-        return ModelResponse(content=_content("".join(self.text), calls),
+    def response(self, model: str, on_text: TextCallback | None = None) -> ModelResponse:
+        calls: list[Call] = [(cid, name, "".join(pieces)) for _, (cid, name, pieces) in sorted(self.calls.items())]
+        text = "".join(self.text)
+        if self.gate is not None and self.gate.held:
+            # Every block ``recover`` takes starts a line the gate held from, so what was
+            # shown is prose; the held rest is shown now less the calls found in it.
+            held = self.gate.held
+            shown = text[: len(text) - len(held)]
+            rest, calls = _recovered(held, calls, self.offered)
+            if rest and on_text is not None:
+                on_text(rest)
+            text = (shown + rest).strip() if rest != held else text
+        return ModelResponse(content=_content(text, calls),
                              stop_reason=_stop_reason(self.finish, bool(calls)),
                              usage=_usage(self.usage), model=model)
 
@@ -471,11 +515,12 @@ class OpenAIModel:
 
     def _plain_once(self, params: dict[str, Any]) -> ModelResponse:
         completion = self._client.chat.completions.create(**params)
-        return from_chat_completion(completion, self.name)
+        return from_chat_completion(completion, self.name, offered_tools(params))
 
     def _stream_once(self, params: dict[str, Any], on_text: TextCallback | None) -> ModelResponse:
         sdk = _sdk()
-        acc = _Accumulator()
+        offered = offered_tools(params)
+        acc = _Accumulator(offered, StreamGate() if offered else None)
         # Opening the stream raises the SDK's HTTP errors directly (retried above);
         # failures while reading become _Broken. The iterator is advanced by hand so
         # only the SDK's own failures are translated: what ``on_text`` raises stays
@@ -499,7 +544,7 @@ class OpenAIModel:
         if acc.finish is None:
             # The body ended without a finish_reason: a fragment, not an answer.
             raise _Broken("the stream ended before the answer finished", emitted=acc.emitted)
-        return acc.response(self.name)
+        return acc.response(self.name, on_text)
 
     def _status_error(self, status: int, detail: str, attempts: int) -> ModelError:
         shown = f": {detail}" if detail else ""
