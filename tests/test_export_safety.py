@@ -55,7 +55,8 @@ ALIASES = ["/.GIT/config", "/.Git./config", "/git~1/config", "/.env", "/.env.loc
            "/.gitlab-ci.yml", "/.husky/pre-commit", "/.pre-commit-config.yaml", "/.gitattributes",
            "/.gitmodules", "/.hg/hgrc", "/.svn/entries", "/.npmrc", "/.devcontainer/devcontainer.json",
            "/.idea/workspace.xml", "/AGENTS.override.md", "/.memagent-export.json"]
-ALLOWED = ["/knowledge/.notes.md", "/knowledge/.git/config", "/AGENTS.md", "/tools.json", "/.gitx/notes.md",
+# (/knowledge/.git/config is refused too since issue 36: tests/test_config_paths_depth.py.)
+ALLOWED = ["/knowledge/.notes.md", "/AGENTS.md", "/tools.json", "/.gitx/notes.md",
            "/environment.md", "/github/notes.md"]
 KNOWLEDGE = "# Ann\n\n- likes tea\n"
 

@@ -20,9 +20,10 @@ Invariants:
   Each kind validator is bounded on its own (depth, frontmatter size, no YAML
   aliases); a last-resort guard turns anything they still raise into a Problem.
 - The path itself is scanned for secrets, like the content.
-- A path whose first segment is a configuration location of another program
-  (``config_files.py``: ``/.git/...``, ``/.envrc``, ``/.claude/...``) is refused
-  whatever its content: an export would hand it to that program.
+- A path with a segment that is a configuration location of another program
+  (``config_files.py``: ``/.git/...``, ``/knowledge/.git/...``, ``/.envrc``,
+  ``/.claude/...``; which names count below the top is that module's rule) is
+  refused whatever its content: an export would hand it to that program.
 - Every path, whatever its kind, refuses C0 controls other than tab, newline and
   carriage return, DEL and C1 controls (``control_chars.py``), named with their line.
 """

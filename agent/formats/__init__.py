@@ -10,11 +10,13 @@ One module per format (``folder``, ``claude_code``, ``deepagents``, ``opencode``
 - ``export_agent`` adds the manifest (``manifest.py``) whenever translating back
   would not give the same files, so export then import is lossless for every
   format; ``import_tree`` applies it only while the exported files are unchanged.
-- Whatever a format does, ``export_agent`` writes no memory file verbatim into a
-  configuration location (``validators.config_location``) and ``import_tree``
-  gives back no memory path there (a crafted manifest is refused by name): the
-  formats' own checks (``base.export_plain``, ``base.import_plain``) are the rule,
-  these the backstop.
+- Whatever a format does, ``export_agent`` exports no memory whose path has a
+  configuration location in any segment the rule names (``validators.config_location``,
+  the write rule: ``/.git/...``, ``/knowledge/.git/...``; refused by name before the
+  layout runs) and writes no memory file verbatim into one; ``import_tree`` gives
+  back no memory path there (a crafted manifest is refused by name): the formats'
+  own checks (``base.export_plain``, ``base.import_plain``) are the rule, these the
+  backstop.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def detect(tree: Mapping[str, bytes]) -> Format:
 
 def export_agent(fmt: Format, memory: Mapping[str, str], options: ExportOptions) -> ExportResult:
     """``fmt``'s layout of ``memory``, plus the manifest of what the layout cannot hold."""
+    # Every memory path by the write rule, wherever the layout would put it (an old
+    # database's /skills/x/.git/config lands in .claude/skills/x/.git/config).
+    refuse_config(sorted(memory))
     result = fmt.export(memory, options)
     carry(fmt.name, options.rules, result)  # the approval rules, where the target has an equivalent
     # Backstop: an output in a configuration location must be the format's own

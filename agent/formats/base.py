@@ -15,10 +15,13 @@ bytes, ...}``, relative POSIX paths). Invariants:
   writing.
 - Format-owned locations are written only by the format itself: no memory file is
   ever copied to a configuration location of another program
-  (``validators.config_location``: ``.git/``, ``.envrc``, ``.claude/``...) nor to one
+  (``validators.config_location``: ``.git/``, ``.envrc``, ``.claude/``..., in the
+  segments that rule names, ``knowledge/.git/`` and ``skills/x/.git/`` too) nor to one
   of the format's own ``reserved`` paths; the export is refused instead, naming
-  every such file (``export_plain``). On import such entries are never taken into
-  memory: a plain file there is left behind with a note (``import_plain``).
+  every such file (``export_plain``, and ``export_agent`` over every memory path
+  whatever folder a layout moves it to). On import such entries are never taken
+  into memory: a plain file or a skill's file there is left behind with a note
+  (``import_plain``, ``claude_code.import_skills``). Both sides ask the same rule.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memagent.validators import config_location
+from memagent.validators.config_files import safe_path
 from memagent.vfs import paths
 from memagent.vfs.approval_rules import Rule
 from memagent.vfs.errors import InvalidPath
@@ -212,9 +216,10 @@ def _reserved_by(out: str, reserved: tuple[str, ...]) -> str | None:
 def refuse_config(memory_paths: Iterable[str], reserved: tuple[str, ...] = ()) -> None:
     """Refuse, naming each, memory files that an export would copy where a program reads configuration.
 
-    A database written before the write rule existed may still hold ``/.git/config``;
-    an export must never hand it to git (nor ``/.claude/...`` to Claude Code...).
-    ``reserved`` adds the target format's own locations.
+    A database written before the write rule existed (or before it looked past the
+    first segment) may still hold ``/.git/config`` or ``/knowledge/.git/config``; an
+    export must never hand it to git (nor ``/.claude/...`` to Claude Code...), in
+    whatever folder the format puts it. ``reserved`` adds the target format's own locations.
     """
     bad: list[str] = []
     for path in memory_paths:
@@ -224,11 +229,13 @@ def refuse_config(memory_paths: Iterable[str], reserved: tuple[str, ...] = ()) -
     if not bad:
         return
     first = bad[0]
+    fixed = safe_path(first)
+    fixed = fixed if fixed != first else "/knowledge" + first  # only the format's own location: move it down
     shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
     raise FormatError(f"refusing to export {shown}: in the exported folder {'it' if len(bad) == 1 else 'they'} "
                       "would be read as configuration by git, a tool or the target harness (and could run "
                       f"commands); move or delete {'it' if len(bad) == 1 else 'each'} first, e.g. "
-                      f"`memagent fs mv {first} /knowledge{first}` or `memagent fs rm {first}`")
+                      f"`memagent fs mv {first} {fixed}` or `memagent fs rm {first}`")
 
 
 def refuse_config_import(files: Iterable[str]) -> None:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from memagent.validators import check_name
+from memagent.validators import check_name, config_location
 
 from .base import (
     ExportOptions,
@@ -347,6 +347,11 @@ def import_skills(tree: Mapping[str, bytes], skills_dir: str, result: ImportResu
             continue
         claimed.add(src)
         rest = src[len(prefix):]
+        if (reader := config_location(f"/skills/{rest}")) is not None:
+            # A skill's .gitattributes or .envrc: memory holds none (the write rule, at any depth).
+            result.notes.append(Note(src, f"not imported: it is configuration read by {reader}, and memory "
+                                          "holds none"))
+            continue
         text = decode(tree[src])
         if text is None:
             result.notes.append(Note(src, "binary file not imported (memory holds UTF-8 text only)"))
