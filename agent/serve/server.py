@@ -29,11 +29,25 @@ and texts of the chat's providers. Invariants:
   the server started handling the call (its ``Basis``, snapshotted on the event
   loop before the call waits for the session): it is refused if the file moved
   past that, or, for a file the session had not seen, if another call of the
-  session changed it since. So of overlapping versionless writes to one file the
-  first to run lands and the others are refused; a versionless write sent after
-  another call's write finished is taken to be based on it (the server cannot tell
-  which read a client used): clients that run calls concurrently pass
-  ``expected_version``.
+  session changed it since.
+- The server cannot tell which of a session's reads a versionless write rests on,
+  so it keeps, per file, the reads it answered (``read_file``, a resource read)
+  that no write has used yet (``Bases``): each write call uses one, and a read
+  answered before the session's latest commit of the file is *replaced*. A
+  ``write_file``, ``edit_file`` or ``delete_file`` without ``expected_version`` is
+  refused as stale while any replaced read is unused, whatever order the calls
+  arrived in: of concurrent read-then-write calls every acknowledged write rests on
+  the version it replaced. A write uses the newest unused read (an acknowledged one
+  found them all current; a refused one cannot have rested on a fresher read than
+  the newest), so the count of replaced reads never drops below the number of
+  callers still holding one. Used: a commit, a "No change", a queued proposal, a
+  stale refusal (the client is told to read again). Not used: other refusals
+  (validators, bad arguments, approval rules), which a client retries on the same
+  read. A session's own write result is no read: with no unused read left a write
+  is judged on what the session saw (its own last write), so one client that
+  reads, writes, writes (or reads again) keeps working; a second read of a file
+  that no write uses is indistinguishable from another caller's, and leaves
+  versionless writes of that file refused (``expected_version`` still works).
 - ``edit_file`` of an existing file the session had not read (``read_file``, a
   resource read or its own write) when the call arrived, without ``expected_version``,
   is refused as a blind ``write_file`` overwrite is: a client has no prompt that
@@ -65,7 +79,7 @@ from memagent.agent.tools.history import HistoryTools
 from memagent.agent.tools.memory import Basis, RuledApproval, agent_rules
 from memagent.agent.tools.search import SearchTools
 from memagent.vfs.approval_rules import RuleBook
-from memagent.vfs.errors import NotFound, VfsError
+from memagent.vfs.errors import NotFound, StaleVersion, VfsError
 from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.types import Origin, PendingChange
@@ -108,6 +122,46 @@ class FixedGate:
         return Outcome(True, self.approval)
 
 
+@dataclass
+class Bases:
+    """The reads of one file a session answered that no write call has used yet:
+    ``fresh`` after the session's latest commit of the file, ``replaced`` before it."""
+
+    fresh: int = 0
+    replaced: int = 0
+
+    def use(self) -> None:
+        """A write call used one read: the newest (see the module docstring)."""
+        if self.fresh:
+            self.fresh -= 1
+        elif self.replaced:
+            self.replaced -= 1
+
+    def committed(self) -> None:
+        """The session committed the file: every unused read is now replaced."""
+        self.replaced += self.fresh
+        self.fresh = 0
+
+
+class _Watched:
+    """``MemoryTools`` as the session's ``ToolBox`` sees it, noting a stale refusal
+    (``StaleVersion``; the box still turns it into the tool's error result)."""
+
+    def __init__(self, memory: MemoryTools) -> None:
+        self.memory = memory
+        self.stale = False
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return self.memory.definitions()
+
+    def run(self, name: str, args: dict[str, Any]) -> ToolResult:
+        try:
+            return self.memory.run(name, args)
+        except StaleVersion:
+            self.stale = True
+            raise
+
+
 class Session:
     """The tools of one MCP session: their ``seen`` versions and the client they record."""
 
@@ -125,7 +179,10 @@ class Session:
         self.memory = MemoryTools(view, gate, author="agent",
                                   defer=self._enqueue if mode == "queue" else None, rules=rules)
         self.memory.origin = Origin("mcp", detail=client)
-        self.box = ToolBox([self.memory, SearchTools(view), HistoryTools(view)])
+        self.watched = _Watched(self.memory)
+        self.box = ToolBox([self.watched, SearchTools(view), HistoryTools(view)])
+        # Per view path: the reads answered that no write has used yet (see the module docstring).
+        self.bases: dict[str, Bases] = {}
         self.schemas = {d["name"]: d["input_schema"] for d in self.box.definitions()}
 
     def basis(self) -> Basis:
@@ -135,7 +192,45 @@ class Session:
     def run(self, name: str, args: Any, basis: Basis | None = None) -> ToolResult:
         """Run one call, its writes checked against ``basis`` (default: taken now)."""
         with self.lock, self.memory.based_on(basis):
-            return self._run(name, args, basis or self.memory.snapshot())
+            if name in MUTATING:
+                return self._write(name, args, basis or self.memory.snapshot())
+            result = self._run(name, args, basis or self.memory.snapshot())
+            if name == "read_file" and not result.is_error and result.data is not None:
+                self.bases.setdefault(str(result.data["path"]), Bases()).fresh += 1
+            return result
+
+    def _write(self, name: str, args: Any, basis: Basis) -> ToolResult:
+        """A mutating call, refused while a read it may rest on was replaced; see the module docstring."""
+        shown = self._path_of(args)
+        if shown is None or _argument_problem(self.schemas[name], args):
+            return self._run(name, args, basis)  # bad arguments or path: the tool's own error says it
+        bases = self.bases.setdefault(shown, Bases())
+        if bases.replaced and args.get("expected_version") is None:
+            bases.use()
+            version = self.memory.log.last_version(shown)
+            return ToolResult(
+                f"{shown} may have changed since you read it: another call of this session wrote it (version "
+                f"{version}) after a read of it that no write has used yet, and this call may rest on that read; "
+                "read it again and re-apply your change, or pass expected_version (the N of read_file's "
+                "'(version N)') so the server knows which version you read", True)
+        made = len(self.memory.log.made)
+        self.watched.stale = False
+        result = self._run(name, args, basis)
+        if not result.is_error or self.watched.stale:
+            bases.use()
+        if len(self.memory.log.made) > made and self.memory.log.made[-1].path == shown:
+            bases.committed()
+        return result
+
+    def _path_of(self, args: Any) -> str | None:
+        """The view path a mutating call names, or None when it names none this view accepts."""
+        path = args.get("file_path") if isinstance(args, dict) else None
+        if not isinstance(path, str):
+            return None
+        try:
+            return self.view.resolve(path, write=True).shown
+        except VfsError:
+            return None
 
     def _blind_edit(self, name: str, args: Any, basis: Basis) -> ToolResult | None:
         """The refusal of an ``edit_file`` of an existing file this session had not read when the
@@ -177,6 +272,7 @@ class Session:
     def mark_read(self, shown: str, version: int) -> None:
         with self.lock:
             self.memory.seen[shown] = version
+            self.bases.setdefault(shown, Bases()).fresh += 1
 
     def _enqueue(self, pending: PendingChange, reason: str) -> str:
         assert self.queue is not None
