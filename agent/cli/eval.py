@@ -12,6 +12,9 @@ Invariants:
   (``shown``) before it is printed.
 - ``--out`` gets one JSON line per check and one summary line per scenario run, as
   each scenario finishes (``evals.results``), so an interrupted run keeps what it did.
+- A benchmark file is read twice, one record at a time (``benchmarks.read``): first
+  to find any mistake in it (exit 2 before a question is asked), then to run; memory
+  never holds the file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NoReturn
 
@@ -293,12 +297,14 @@ def _benchmark(kind: Benchmark, path: Path, model_name: str | None, base_url: st
                scratch_db: str | None) -> Iterator[ScenarioResult]:
     from memagent.agent.evals import benchmarks
 
+    # Two passes, one record in memory at a time (the published files reach 2.7 GB): the
+    # first finds any mistake in the file before a question is asked, and counts them.
     try:
-        histories = benchmarks.load(kind, path)
+        questions = benchmarks.check(kind, path, limit)
     except benchmarks.BenchmarkError as err:
         _usage(str(err))
-    histories = histories[:limit] if limit else histories
-    progress = _Progress(sum(len(h.questions) for h in histories), kind)
+    histories = islice(benchmarks.read(kind, path), limit)
+    progress = _Progress(questions, kind)
     try:
         if retrieval_only:
             if judge or use_reflect:
@@ -312,6 +318,8 @@ def _benchmark(kind: Benchmark, path: Path, model_name: str | None, base_url: st
         for result in stream:
             yield result
             progress.step()
+    except benchmarks.BenchmarkError as err:  # the file changed since the first pass read it
+        _usage(str(err))
     finally:
         progress.close()
 

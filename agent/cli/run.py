@@ -16,8 +16,9 @@ Invariants:
   failed, the turn stopped early), 2 on a usage mistake: click's, an empty task, an
   agent or ``--thread`` that does not exist, a model that is unknown or not set up
   (a script must be able to tell "fix the command" from "try again later").
-- A task on standard input must be UTF-8: anything else is refused in one line (exit
-  2) before a thread exists or the model is asked; nothing is decoded by guesswork.
+- The task must be UTF-8 (on standard input or as an argument): anything else is
+  refused in one line (exit 2) before a thread exists or the model is asked; nothing
+  is decoded by guesswork.
 - Each run is a new thread unless ``--thread ID`` or ``--resume`` (the newest
   thread) continues one; the thread id is in the JSON and on stderr.
 """
@@ -61,6 +62,11 @@ def _split(args: tuple[str, ...], existing: list[str]) -> tuple[str | None, str 
 def _check_task(task: str) -> str:
     if not task.strip():
         raise click.UsageError("the task is empty; give the task as an argument or pipe it in")
+    try:
+        task.encode("utf-8")
+    except UnicodeEncodeError as exc:  # bytes that were not UTF-8, as the locale's decoding escaped them
+        _usage(f"the task is not UTF-8 text (character {exc.start}); nothing was run: "
+               "write it in UTF-8 or pipe it through iconv -t utf-8")
     return task
 
 

@@ -226,18 +226,18 @@ class _Composer(yaml.SafeLoader):
         super().__init__(text)
         self.depth = 0
 
-    def compose_node(self, parent: Node | None, index: int) -> Node | None:  # type: ignore[override]
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event = self.peek_event()
         line = event.start_mark.line + 1 if event.start_mark is not None else 1
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise _Refused(line, "uses a YAML anchor or alias (& or *); write each value out in full")
         if not isinstance(event, yaml.CollectionStartEvent):
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         if self.depth >= MAX_DEPTH:
             raise _Refused(line, f"nests deeper than {MAX_DEPTH} levels; a scenario needs a handful")
         self.depth += 1
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.depth -= 1
 
@@ -247,7 +247,7 @@ def _compose(text: str, source: str) -> Node | None:
         raise ScenarioError(f"{source}:1: {_too_large(f'{len(text):,} characters')}")
     loader = _Composer(text)
     try:
-        return loader.get_single_node()  # type: ignore[no-any-return]
+        return loader.get_single_node()
     except _Refused as err:
         raise ScenarioError(f"{source}:{err.line}: {err}") from None
     except yaml.MarkedYAMLError as err:
