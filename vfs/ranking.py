@@ -19,7 +19,8 @@ Invariants:
   Postgres a statement timeout stops it anyway). Files matching more of the words,
   or rarer ones, rank higher. English stop words (``STOP_WORDS``, all on Postgres'
   list) are left out of the query unless it has no other word.
-- Only live files of the given scopes are returned, best first, at most ``k``.
+- Only live files of the given scopes are returned, best first (equal scores by
+  path, then scope, on both databases: never by plan or row order), at most ``k``.
   Snippets are cut from the file's text in Python (the same on both databases),
   for the ``k`` returned files only: the line with most query words, bounded to
   ``SNIPPET_CHARS``.
@@ -197,5 +198,5 @@ def _scan(conn: Connection, scopes: Sequence[str], words: Sequence[str], k: int)
         score = sum(math.log1p(low.count(w)) + PATH_WEIGHT * (w in path_low) for w in words)
         if score > 0:
             scored.append(Ranked(r.scope, r.path, round(score, 4), snippet(r.content, words), r.version))
-    scored.sort(key=lambda h: (-h.score, h.path))
+    scored.sort(key=lambda h: (-h.score, h.path, h.scope))
     return scored[:k]

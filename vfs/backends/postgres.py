@@ -129,7 +129,7 @@ cand AS ({candidates})
 SELECT f.scope, f.path, f.version, f.content, ts_rank(f.search_doc, {query}, 1) AS score
 FROM files AS f
 WHERE f.id = ANY(ARRAY(SELECT id FROM cand))
-ORDER BY score DESC, f.path
+ORDER BY score DESC, f.path, f.scope
 LIMIT :k
 """
 # A word in the path weighs A (1.0) in search_doc against B (0.4) in the text; ts_rank

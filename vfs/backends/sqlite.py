@@ -158,7 +158,7 @@ class SqliteBackend:
         rows = conn.execute(text(f"SELECT id, scope, path, version FROM files WHERE id IN ({ids}) "
                                  f"AND scope IN ({placeholders}) AND deleted = 0"), params).all()
         # bm25 is lower-is-better and negative: flip it so higher is better.
-        found = sorted(rows, key=lambda r: (score[r.id], r.path))[:k]
+        found = sorted(rows, key=lambda r: (score[r.id], r.path, r.scope))[:k]  # ties: path, then scope
         # The text of the k kept only (for their snippets).
         kept = ", ".join(str(int(r.id)) for r in found) or "NULL"
         content: dict[int, str] = {int(i): c for i, c in conn.execute(

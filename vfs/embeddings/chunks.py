@@ -12,6 +12,14 @@ Invariants:
 - Each chunk is embedded with the file's path as words in front
   (``/preferences/meeting-notes.md`` -> ``preferences meeting notes``): a file named
   for its subject is found by it.
+- What is embedded leaves out numbers and identifiers (``meaningful``): runs of
+  digits (dates, clock times, counts) and hex ids (uuids, hashes, a conversation
+  file's thread id). A conversation file holds the minute it was written and random
+  ids; embedded, they moved a file's similarity by as much as the gap between two
+  topics (LoCoMo question 2 ranked the wrong session when the test ran at another
+  minute), so the same words would rank differently by when and where they were
+  stored. Ranking by meaning is a function of the words only; full-text search
+  still finds the numbers.
 """
 
 from __future__ import annotations
@@ -22,11 +30,22 @@ CHUNK_CHARS = 2000
 MAX_CHUNKS = 32
 
 _PATH_WORD = re.compile(r"[^\W_]+")
+# A whole word (letters and digits) that is a number or an identifier: a uuid, digits
+# only, or six or more hex digits with at least one digit ("decade" is a word, kept;
+# "gpt4" and "k8s" are not all digits or hex, kept).
+_NOISE_WORD = r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|\d+|(?=[a-f]*\d)[0-9a-f]{6,}"
+_NOISE = re.compile(rf"(?<![^\W_])(?:{_NOISE_WORD})(?![^\W_])", re.IGNORECASE)
+_NOISE_FULL = re.compile(rf"(?:{_NOISE_WORD})", re.IGNORECASE)
+
+
+def meaningful(text: str) -> str:
+    """``text`` without its numbers and identifiers (see the module docstring)."""
+    return _NOISE.sub("", text)
 
 
 def path_words(path: str) -> str:
     words = _PATH_WORD.findall(path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path)
-    return " ".join(words)
+    return " ".join(w for w in words if not _NOISE_FULL.fullmatch(w))
 
 
 def spans(content: str) -> list[tuple[int, int]]:
@@ -60,9 +79,10 @@ def spans(content: str) -> list[tuple[int, int]]:
 
 
 def texts(path: str, content: str) -> list[str]:
-    """What is embedded for ``path``: each chunk with the path's words in front."""
+    """What is embedded for ``path``: each chunk with the path's words in front, both
+    without numbers and identifiers (``meaningful``)."""
     head = path_words(path)
-    return [f"{head}\n{content[s:e]}" for s, e in spans(content)]
+    return [f"{head}\n{meaningful(content[s:e])}" for s, e in spans(content)]
 
 
 def chunk_text(content: str, chunk: int) -> str:

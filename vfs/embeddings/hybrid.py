@@ -11,7 +11,8 @@ Invariants:
   contributes its best ``depth(k)`` (k + 10: 30 deep changed no hit@1 or hit@3 figure of the
   quality set and cost a snippet per extra lexical hit). Its snippet is the semantic one when the
   vectors found the file (the best-matching chunk), else the lexical one.
-- Scores are comparable within one answer only; higher is better.
+- Scores are comparable within one answer only; higher is better. Equal scores go
+  by path, then scope, so an answer is a function of the data (issue #36).
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def search(conn: Connection, lexical: ranking.Ranker, vectors: VectorIndex, scop
             fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
     by_sem = {(h.scope, h.path): h for h in sem}
     by_lex = {(h.scope, h.path): h for h in lex}
-    order = sorted(fused, key=lambda key: (-fused[key], key[1]))[:k]
+    # Equal fused scores (a file first in one list and second in the other, its rival the
+    # reverse) go by path, then scope: the data, never the lists' order.
+    order = sorted(fused, key=lambda key: (-fused[key], key[1], key[0]))[:k]
     # Text only for the semantic hits shown (their snippet is cut from the best chunk).
     text = contents(conn, [by_sem[key].file_id for key in order if key in by_sem])
     out = []

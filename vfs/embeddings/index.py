@@ -21,7 +21,11 @@ Invariants:
   as one range of ``ix_embeddings_scope``, migration 0011), and a search scores the
   rows of its own scopes only: with many agents in one database, one agent's search
   costs what it costs alone (``bench/scale.py``).
-- A file's score is its best chunk's cosine similarity.
+- A file's score is its best chunk's cosine similarity, and the order is a function
+  of the vectors only: every row is scored by the same sum (``np.einsum``; a BLAS
+  product rounds a row by its position in the matrix, so two identical vectors
+  scored a few ulps apart depending on the order rows were loaded), and equal
+  scores go by file id.
 """
 
 from __future__ import annotations
@@ -307,7 +311,9 @@ class VectorIndex:
         if len(wanted) < len(cache.scopes):
             hit = cache.scope_codes == wanted[0] if len(wanted) == 1 else np.isin(cache.scope_codes, wanted)
             rows = np.flatnonzero(hit)
-        scores = cache.matrix @ q if rows is None else cache.matrix[rows] @ q
+        # einsum, not ``@``: BLAS blocks the rows, and a row's rounding depended on its
+        # place in the matrix (which the load history decides); einsum sums every row alike.
+        scores = np.einsum("ij,j->i", cache.matrix if rows is None else cache.matrix[rows], q)
         file_ids = cache.file_ids if rows is None else cache.file_ids[rows]
         out: list[SemanticHit] = []
         taken: set[int] = set()
@@ -345,17 +351,24 @@ def contents(conn: Connection, file_ids: Sequence[int]) -> dict[int, str]:
 
 def _best_chunks(scores: npt.NDArray[np.float32], file_ids: npt.NDArray[np.int64], min_score: float,
                  first: int) -> Iterator[npt.NDArray[np.intp]]:
-    """Rows of the best chunk of each file scoring at least ``min_score``, best first: the
-    files among the ``first`` best chunks, then (if the caller wants more) all of them.
+    """Rows of the best chunk of each file scoring at least ``min_score``, best first (equal
+    scores by file id): the files among the ``first`` best chunks (and any tied with the
+    last of them), then (if the caller wants more) all of them.
 
     Each answer starts with the previous one (a caller resumes where it stopped).
     """
     n = len(scores)
     m = min(first, n)
     while True:
-        top = np.argpartition(-scores, m - 1)[:m] if m < n else np.arange(n)
+        if m < n:
+            # Every chunk tied with the m-th best too: which of them argpartition keeps is
+            # the matrix's row order, not the data.
+            cut = scores[np.argpartition(-scores, m - 1)[m - 1]]
+            top = np.flatnonzero(scores >= cut)
+        else:
+            top = np.arange(n)
         top = top[scores[top] >= min_score]
-        order = top[np.argsort(-scores[top], kind="stable")]
+        order = top[np.lexsort((file_ids[top], -scores[top]))]
         _, firsts = np.unique(file_ids[order], return_index=True)
         yield order[np.sort(firsts)]
         if m >= n or len(top) < m:
