@@ -510,6 +510,29 @@ _CREDENTIALS: tuple[_Kind, ...] = (
         ("The VPN password is {s} until Friday.", "pw: {s}", "passphrase for the deploy key = {s}"),
     ),
     (
+        "password in prose with = and .",
+        lambda r: _pick(r, ALNUM, 4) + "." + _pick(r, ALNUM, 3) + "=" + _pick(r, ALNUM, 3),
+        ("the wifi password is {s}", "root password: {s} (rotate monthly)"),
+    ),
+    (
+        ".netrc password",
+        lambda r: _pick(r, HEX, 40),
+        ("machine git.acme.io login bot password {s}",),
+    ),
+    ("Grafana Cloud token in prose", lambda r: "gl" + "c_" + _pick(r, B64URL, 60), ("grafana cloud token {s}",)),
+    ("New Relic key in prose", lambda r: "NR" + "AK-" + _pick(r, UPPER_DIGITS, 27), ("new relic user key is {s}",)),
+    (
+        "Firebase Cloud Messaging server key",
+        lambda r: "AAAA" + _pick(r, B64URL, 7) + ":APA91b" + _pick(r, B64URL, 134),
+        ('{"to": "/topics/all", "server_key": "{s}"}',),
+    ),
+    (
+        "Mapbox secret token",
+        lambda r: "s" + "k.eyJ1Ijoi" + _pick(r, B64URL, 60) + "." + _pick(r, B64URL, 22),
+        ("mapbox secret token {s}",),
+    ),
+    ("hex key passed to a client", lambda r: _pick(r, HEX, 32), ("rest = TwilioClient('AC' + sid, '{s}')",)),
+    (
         ".env value in quotes with punctuation",
         lambda r: _pick(r, DJANGO + UPPER, 54),
         ("DJANGO_SECRET_KEY='{s}'", 'export SECRET_KEY="{s}"', "export SESSION_SECRET='{s}'"),
@@ -796,6 +819,15 @@ def _lookalike_kinds() -> list[tuple[str, list[str]]]:
                 '"node_modules/left-pad": {"version": "1.3.0", "integrity": "sha1-' + _pick(r, B64, 27) + '="}',
                 "bucket url https://acme.s3.amazonaws.com/public/logo.png?versionId=" + _pick(r, B64URL, 32),
                 "AZURE_CLIENT_ID=" + str(uuid.UUID(int=r.getrandbits(128), version=4)),
+                "secrets:\n  password: ENC[AES256_GCM,data:" + _pick(r, B64, 20) + ",type:str]",
+                "encryptedData:\n  password: AgA" + _pick(r, B64, 500),
+                "hashed_password: pbkdf2:sha256:600000$" + _pick(r, ALNUM, 16) + "$" + _pick(r, HEX, 64),
+                "const map = new Map({ accessToken: 'p"
+                + "k.eyJ1Ijoi"
+                + _pick(r, B64URL, 40)
+                + "."
+                + _pick(r, B64URL, 22)
+                + "' });",
             ],
         ),
         (

@@ -297,6 +297,13 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
         "a password written in plain text",
         lambda: "the pass" + "word for the staging db is " + rand(ALNUM, 10, 153) + "&3",
     ),
+    ("a service access token", lambda: "gl" + "sa_" + rand(ALNUM, 32, 154) + "_" + rand(HEX, 8, 155)),
+    (
+        "a Firebase Cloud Messaging server key",
+        lambda: "AAAA" + rand(ALNUM, 7, 156) + ":APA" + "91b" + rand(ALNUM + "-_", 134, 157),
+    ),
+    ("a Mapbox secret token", lambda: "s" + "k.eyJ1Ijoi" + rand(ALNUM, 50, 158) + "." + rand(ALNUM, 22, 159)),
+    ("a password in a netrc file", lambda: "machine api.acme.io login ops pass" + "word " + rand(HEX, 40, 160)),
 ]
 
 
@@ -560,6 +567,10 @@ def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
         *("token=", "a_password=a1", "AccountKey=a", "twilio_auth", "twilio_token=", "api", "pass_", "9" * 9 + ":AA"),
         *("mysql -p", "mysql ", "curl -u a:", "curl ", "sshpass -p ", "--password=", "--a-", "--password '"),
         *("x://:", "hvs.", "whsec_", "a.atlasv1.", "django-insecure-", "SECRET_KEY='", "key-", "SK"),
+        # the rules of issue 36
+        *("pass ", "pw ", "password: ", "password is a", " login -p ", "Client('a", "s.", "st.", "A", "?sig=a"),
+        *("a1Q~", "-us", "pk_", "dp.", "LS0tLS1CRUdJTi", '"auth": "', "machine a password ", "aa:APA91b", "sq0"),
+        *("token: 'a", "EAA", "AQE"),
     ],
 )
 def test_scanning_crafted_input_stays_linear(unit: str) -> None:
@@ -683,6 +694,7 @@ PREFIXES = [
     *("sq0atp-", "sq0csp-", "access_token$production$", "AQE", "-us1", "pk_", "pat-na1-", "s.", "b.", "dp.st."),
     *("ops_eyJ", "st.", "LS0tLS1CRUdJTi", '"auth": "', "dckr_pat_", "docker login -p ", "gsk_", "pplx-", "tgp_v1_"),
     *("fw_", "r8_", "xai-", "sk-or-v1-", "Client('", "SECRET_KEY='", "password is ", "pass: "),
+    *("glsa_", "lin_api_", "NRAK-", "pul-", "CFPAT-", "AAAAabcdefg:APA91b", "sk.eyJ", "machine h password "),
 ]
 
 
@@ -804,7 +816,7 @@ def test_a_quoted_env_value_with_punctuation_is_caught(value: str, quote: str, e
         "DJANGO_SECRET_KEY='${DJANGO_SECRET_KEY}'",
         'export SECRET_KEY="$SECRET_KEY"',
         "DB_PASSWORD='%(db_password)s'",
-        "DB_PASSWORD=\"{{ vault_db_password }}\"",
+        'DB_PASSWORD="{{ vault_db_password }}"',
         "SECRET_KEY='replace-me-with-50-random-characters'",
         "DB_PASSWORD='ENC[AES256_GCM,data:Tr0ub4dor3xq,type:str]'",
         'DB_PASSWORD="op://Production/db/password"',

@@ -215,6 +215,8 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
         return False
     if "://" in value and "@" not in value:  # an address (op://vault/item/field, https://...), no credential
         return False
+    if value.startswith(_PUBLIC_PREFIXES):
+        return False
     classes = sum(
         (
             any(c.isupper() for c in value),
@@ -265,6 +267,13 @@ def _registry_login(m: re.Match[str], text: str) -> bool:
     return _REGISTRY_CLIENT.search(before) is not None and _real_command_password(m, text)
 
 
+def _key_like(m: re.Match[str], _: str) -> bool:
+    """A random key: mixed case and digits, or 32+ hex digits with letters and digits."""
+    body = m.group("s")
+    hexed = len(body) >= 32 and all(c in "0123456789abcdefABCDEF" for c in body)
+    return _mixed(body) or (hexed and any(c.isdigit() for c in body) and any(c.isalpha() for c in body))
+
+
 def _django_key(m: re.Match[str], _: str) -> bool:
     # startproject's keys draw from lower-case letters, digits and !@#$%^&*(-_=+); a real one
     # mixes letters with digits or symbols, where a snake_case name does not.
@@ -287,10 +296,14 @@ _REFERENCE_VALUE = re.compile(
 )
 
 
+# Keys public by design, named by their prefix: Stripe's publishable keys, Mapbox's public tokens.
+_PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "pk.eyJ")
+
+
 def _real_quoted_value(m: re.Match[str], text: str) -> bool:
     """A quoted value after a secret's name (.env, YAML, shell): punctuation is part of it."""
     value = m.group("s")
-    if _REFERENCE_VALUE.search(value) or value[0] in "/~.":
+    if _REFERENCE_VALUE.search(value) or value[0] in "/~." or value.startswith(_PUBLIC_PREFIXES):
         return False
     before = text[max(0, m.start() - 16) : m.start()].lower().rstrip("_-.")
     if before.endswith(_CURSOR_NAMES) or any(p in value.lower() for p in _VALUE_PLACEHOLDERS):
@@ -330,16 +343,25 @@ def _password_shaped(token: str, shortest: int = 8) -> bool:
 _TRAILING = ".,;:)]}'\"`"
 
 
-def _password_in_prose(m: re.Match[str], _: str) -> bool:
+def _password_in_prose(m: re.Match[str], text: str) -> bool:
     """A word for "password" followed, within the same clause, by a password-shaped token
     ("the password for the staging db is Tr0ub4dor&3", "pass: Xk9#mPq2!vL")."""
-    for raw in m.group("w").split():
+    window = m.group("w")
+    raws = window.split()
+    # A token the 80-character window cut off (a long base64 blob) is not judged by its head.
+    if raws and m.end() < len(text) and not text[m.end()].isspace():
+        raws.pop()
+    for raw in raws:
         token = raw.strip("'\"`(").rstrip(_TRAILING)
-        if "=" in token.rstrip("=") or "(" in token:  # code or a flag (CFLAGS=-O2), not a password
+        # Code, a flag (CFLAGS=-O2), or a value encrypted in place (ENC[...]): not a password.
+        if _ASSIGNMENT.match(token) or "(" in token or _REFERENCE_VALUE.search(token):
             continue
         if _password_shaped(token, 8):
             return True
     return False
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def _docker_auth(m: re.Match[str], _: str) -> bool:
@@ -615,7 +637,8 @@ _RULES: tuple[_Rule, ...] = (
         _mixed_body,
     ),
     _prefixed("a Facebook or Square access token", ("EAA",), r"[A-Za-z0-9_-]{56,}(?![A-Za-z0-9_-])", _mixed_body),
-    _prefixed("a Square OAuth token", ("sq0atp-", "sq0csp-"), r"[A-Za-z0-9_-]{22,60}(?![A-Za-z0-9_-])"),
+    # Anchored without their "-": a literal ending in "-" is checked at every "-" of the text.
+    _prefixed("a Square OAuth token", ("sq0",), r"(?:atp|csp)-[A-Za-z0-9_-]{22,60}(?![A-Za-z0-9_-])"),
     _Rule(
         "a Braintree or PayPal access token",
         re.compile(r"\b(?P<s>access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32})"),
@@ -682,11 +705,11 @@ _RULES: tuple[_Rule, ...] = (
         _registry_login,
     ),
     _prefixed("a Groq API key", ("gsk_",), r"[A-Za-z0-9]{48,}\b", _mixed_body),
-    _prefixed("a Perplexity API key", ("pplx-",), r"[A-Za-z0-9]{40,}\b", _mixed_body),
+    _prefixed("a Perplexity API key", ("pplx",), r"-[A-Za-z0-9]{40,}\b", _mixed_body),
     _prefixed("a Together AI API key", ("tgp_v1_",), r"[A-Za-z0-9_-]{40,}"),
     _prefixed("a Fireworks AI API key", ("fw_",), r"[A-Za-z0-9]{20,}\b", _mixed_body),
     _prefixed("a Replicate API token", ("r8_",), r"[A-Za-z0-9]{30,}\b", _mixed_body),
-    _prefixed("an xAI API key", ("xai-",), r"[A-Za-z0-9]{60,}\b", _mixed_body),
+    _prefixed("an xAI API key", ("xai",), r"-[A-Za-z0-9]{60,}\b", _mixed_body),
     _prefixed("an OpenRouter API key", ("sk-or-v1-",), r"[0-9a-f]{64}\b"),
     _Rule(
         "an API key passed to a client",
@@ -696,7 +719,33 @@ _RULES: tuple[_Rule, ...] = (
             r"([\"'])(?P<s>[A-Za-z0-9_.-]{24,200})\1"
         ),
         _starts("Client"),
+        _key_like,
+    ),
+    _prefixed(
+        "a service access token",
+        # Prefixed tokens of developer services (Grafana, Linear, Sentry, Supabase, PlanetScale,
+        # Netlify, Figma, Buildkite, Fly.io, Neon).
+        (
+            *("glsa_", "glc_", "lin_api_", "sntrys_", "sntryu_", "sbp_", "pscale_tkn_", "pscale_pw_"),
+            *("pscale_oauth_", "nfp_", "figd_", "bkua_", "fo1_", "napi_"),
+        ),
+        r"[A-Za-z0-9_-]{20,}",
+        _has_digit,
+    ),
+    # New Relic, Postman, Contentful: anchored without their "-", see the Square rule.
+    _prefixed("a service access token", ("NRAK", "PMAK", "CFPAT"), r"-[A-Za-z0-9_-]{20,}", _has_digit),
+    _Rule(
+        "a Firebase Cloud Messaging server key",
+        re.compile(r"(?<![A-Za-z0-9_-])(?P<s>[A-Za-z0-9_-]{7,11}:APA91b[A-Za-z0-9_-]{100,})"),
+        (_Anchor(":APA91b", back_over=string.ascii_letters + string.digits + "_-", back_max=11),),
         _mixed_body,
+    ),
+    _prefixed("a Mapbox secret token", ("sk.eyJ",), r"[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,}"),
+    _Rule(
+        "a password in a netrc file",
+        re.compile(r"\bmachine[ \t]+\S+\s+(?:login[ \t]+\S+\s+)?password[ \t]+(?P<s>\S{1,200})"),
+        _starts("machine"),
+        _real_command_password,
     ),
     _Rule(
         "a password, secret or token assigned in plain text",
@@ -713,7 +762,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # A word for a password, then within the clause a password-shaped token (see _password_in_prose).
-        re.compile(r"(?<![A-Za-z])(?i:passwords?|passwd|passphrase|pwd?|pass)(?=[ \t:=])(?P<w>[^\n]{1,80})"),
+        re.compile(r"(?<![A-Za-z0-9_])(?i:passwords?|passwd|passphrase|pwd?|pass)(?=[ \t:=])(?P<w>[^\n]{1,80})"),
         _starts_folded("pass", "pw"),
         _password_in_prose,
         generic=True,
