@@ -64,3 +64,43 @@ def test_no_message_repeats_any_part_of_the_credential(sample: Sample) -> None:
     # Nothing but fixed text: each message is exactly a location, a kind and the advice.
     for message in messages:
         assert _windows(message) <= FIXED, message
+
+
+# --- the held-out corpora (issue 36): measurements of the product promise ---------------------
+
+
+def _caught_and_alarms(module: object) -> tuple[int, int, int, int]:
+    creds, looks = module.credentials(), module.lookalikes()  # type: ignore[attr-defined]
+    caught = sum(bool(_secret_problems(s.text)) for s in creds)
+    alarms = sum(bool(_secret_problems(s.text)) for s in looks)
+    return caught, len(creds), alarms, len(looks)
+
+
+def test_the_first_held_out_corpus_meets_the_promise() -> None:
+    """>= 97 % caught, <= 1 % false alarms on bench/secrets_heldout.py. Its misses were looked
+    at after its one clean measurement (99/108, 4/106), so this is now a regression bar."""
+    from bench import secrets_heldout
+
+    caught, n, alarms, m = _caught_and_alarms(secrets_heldout)
+    assert n >= 100 and m >= 100
+    assert caught >= 0.97 * n, (caught, n)
+    assert alarms <= 0.01 * m, (alarms, m)
+
+
+def test_the_second_held_out_corpus_does_not_regress() -> None:
+    """bench/secrets_heldout2.py, never tuned on, measured once: 58/65 caught (89 %), 1/68 false
+    alarm. Below the 97 % promise (bench/RESULTS.md, SECURITY.md say so); this holds the floor."""
+    from bench import secrets_heldout2
+
+    caught, n, alarms, m = _caught_and_alarms(secrets_heldout2)
+    assert caught >= 58, (caught, n)
+    assert alarms <= 1, (alarms, m)
+
+
+@pytest.mark.parametrize("module", ["secrets_heldout", "secrets_heldout2"])
+def test_held_out_messages_repeat_no_part_of_a_credential(module: str) -> None:
+    import importlib
+
+    for sample in importlib.import_module(f"bench.{module}").credentials():
+        for message in _secret_problems(sample.text):
+            assert sample.secret[:8] not in message and sample.secret[-8:] not in message, sample.kind
