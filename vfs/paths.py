@@ -228,6 +228,13 @@ def lookalike_key(name: str) -> str:
     (``casefold``: ``Straße`` is ``STRASSE``), runs of spaces to one, and trailing spaces
     and dots. ``notes.md``/``notes2.md``, ``a-b``/``a_b``, ``log0``/``logo`` keep distinct keys.
     """
+    if name.isascii():
+        # Most names, and every sibling a new name is compared with: the same steps,
+        # without the Unicode passes that leave ASCII unchanged (a path holds no tab).
+        key = name.lower()
+        if "  " in key:
+            key = _SPACES.sub(" ", key)
+        return key.rstrip(" .").lstrip(" ")
     key = unicodedata.normalize("NFKC", name).translate(_HOMOGLYPHS)
     if not key.isascii():
         kept: list[str] = []

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping
 
-from sqlalchemy import Connection, Table, insert, select
+from sqlalchemy import Connection, Table, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import bulk, db, paths
@@ -112,6 +112,13 @@ class Writing(StoreCore):
         path, shown, before, version = self._prepare(scope, path, shown, expected_version, must_exist=True)
         return PendingChange("delete", scope, path, shown, before, None, version)
 
+    _dirs_seen = False  # the dirs table exists (once seen, for good: tables are not dropped under a store)
+
+    def _has_dirs(self, conn: Connection) -> bool:
+        if not self._dirs_seen:
+            self._dirs_seen = inspect(conn).has_table("dirs")
+        return self._dirs_seen
+
     def guard_lookalikes(self, conn: Connection, scope: str, new: Collection[str], *, mount: str = "",
                          live: Collection[str] | None = None) -> None:
         """Refuse, naming the existing name, a name ``new`` (normalised file paths about to
@@ -121,6 +128,8 @@ class Writing(StoreCore):
         prefixes paths as the writer shows them. Reads which of the folders on the paths
         exist, then lists only the folders that gain a name.
         """
+        if not self._has_dirs(conn):
+            return  # a database before migration 0006 (opened without migrating): no index to read
         # The names each folder gains or keeps: folder -> child name -> a path through it.
         wanted: dict[str, dict[str, str]] = {}
         for path in new:
