@@ -59,7 +59,7 @@ from memagent.vfs.backends.base import WRITE as WRITE  # the writing connections
 from memagent.vfs.errors import DatabaseUnavailable
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0012"
+HEAD = "0013"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this
 # one spells "memagent").
 MIGRATION_LOCK = 0x6D656D6167656E74
@@ -124,6 +124,8 @@ def create(url: str) -> Engine:
         engine = create_engine(url, connect_args=_pg_args(parsed), pool_use_lifo=True)
         _ping_when_idle(engine)
         _prepare_only_when_direct(engine)
+        if backend is POSTGRES:
+            POSTGRES.engine_setup(engine)  # the lock timeout; after the direct-line proof above
         # A role's row-level-security refusal becomes one VfsError line (migration 0010).
         postgres_roles.explain_refusals(engine)
         return engine

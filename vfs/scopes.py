@@ -13,9 +13,11 @@ callers never see scope names or inner paths: ``/user/missing.md``, not ``/missi
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 
 from . import episodes, paths, writes
+from .backends.postgres_roles import PermissionDenied
 from .embeddings.base import SearchMode
 from .embeddings.hybrid import DEFAULT_MODE
 from .errors import InvalidPath, NotFound, ReadOnly
@@ -109,7 +111,10 @@ class AgentView:
         """
         database = getattr(self.store, "db", None)
         if database is not None:
-            ThreadStore(database).sync_stale(self.agent)
+            # A read-only role (Postgres, migration 0013) may not lock threads to render
+            # them: it reads the files as a writer last rendered them.
+            with suppress(PermissionDenied):
+                ThreadStore(database).sync_stale(self.agent)
 
     def _file(self, path: str, *, write: bool = False) -> Target:
         t = self.resolve(paths.normalize_file(path), write=write)

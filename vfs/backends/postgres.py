@@ -1,7 +1,9 @@
 """Postgres: the statements and settings only Postgres understands.
 
 Invariants: nothing here leaves session state a transaction-pooling PgBouncer would
-break (every ``SET`` is ``LOCAL``, the migration lock is transaction-scoped); single
+break (every ``SET`` is ``LOCAL`` but the lock timeout a session proven direct to the
+server sets once, ``engine_setup``; the migration lock is transaction-scoped); no wait
+for a lock outlasts the lock timeout (``postgres_roles.lock_timeout_ms``); single
 statements that are atomic by themselves (a read, an overwrite, a thread's message)
 run in autocommit, saving the BEGIN and COMMIT round trips; the GIN indexes of
 ``files`` keep a pending list (migration 0007) that ``merge_pending`` empties.
@@ -13,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, bindparam, cast, insert, select, text
+from sqlalchemy import Connection, Engine, bindparam, cast, event, insert, select, text
 from sqlalchemy.engine import URL
 
 from memagent.vfs.backends import postgres_roles
@@ -156,12 +158,46 @@ class PostgresBackend:
         return url
 
     def engine_setup(self, engine: Engine) -> None:
-        return None  # connection arguments and pool checks are vfs/db.py's (URL-driven)
+        """Bound every wait for a lock (``lock_timeout``): a writing tenant may lock a table.
+
+        Connection arguments and pool checks are vfs/db.py's (URL-driven); it calls this
+        after its own ``connect`` listeners, so a line proven direct to the server is
+        known here (``postgres_roles.sets_own_timeout``). Such a session sets the
+        timeout once, for its whole life. Through a transaction-pooling PgBouncer a
+        session ``SET`` would land on whichever server session ran it, so each
+        transaction sets it (``SET LOCAL``, on the driver: the transaction's first
+        statement) and single statements in autocommit run with the role's default
+        (``postgres_roles.set_role_lock_timeout``; the owner's: the database's).
+        """
+        ms = postgres_roles.lock_timeout_ms()  # a bad MEMAGENT_LOCK_TIMEOUT: one line, now
+
+        @event.listens_for(engine, "connect")
+        def _session(dbapi_conn: Any, _record: Any) -> None:
+            if postgres_roles.sets_own_timeout(dbapi_conn):
+                with dbapi_conn.cursor() as cur:
+                    cur.execute(f"SET lock_timeout = {ms}")
+                dbapi_conn.commit()  # a SET rolled back would be undone
+
+        @event.listens_for(engine, "begin")
+        def _transaction(conn: Connection) -> None:
+            driver: Any = conn.connection.dbapi_connection
+            if driver is None or driver.autocommit or postgres_roles.sets_own_timeout(driver):
+                return
+            with driver.cursor() as cur:  # not conn.execute: the transaction is still being begun
+                cur.execute(f"SET LOCAL lock_timeout = {ms}")
 
     def head(self, driver: Any, scope: str, path: str) -> tuple[Any, ...] | None:
         driver.autocommit = True  # no BEGIN/ROLLBACK round trips around one SELECT
         try:
             return raw_fetch_one(driver, _HEAD_SQL, (scope, path))
+        except Exception as exc:
+            # Below SQLAlchemy, so explain_refusals does not see it: a lock wait given up
+            # is one line here too.
+            waited = postgres_roles.lock_timeout_ms() if postgres_roles.sets_own_timeout(driver) else None
+            locked = postgres_roles.lock_refusal(exc, _HEAD_SQL, waited)
+            if locked is not None:
+                raise locked from None
+            raise
         finally:
             # As the pool hands it to SQLAlchemy. Not on a dead connection: that one
             # is dropped by the caller, and setting it would raise and hide the error.
