@@ -19,6 +19,17 @@ Anthropic memory tool, ``/notes.md`` for deepagents) onto files of the scope
   explicit choice), ``"queue"`` (each change becomes a pending proposal for
   ``memagent review``; ``Queued`` says so) or nothing, the default, which refuses
   every change with ``Refused`` naming how to allow it.
+- The agent's approval rules (``vfs/approval_rules.py``, set with ``memagent
+  approval``) come first, as in chat, ``run`` and ``mcp serve``: the first rule
+  matching the tool (``write_file``/``edit_file``/``delete_file``) on the file's path
+  in the agent's view decides: ``allow`` stores without asking (recorded ``rule``,
+  even without ``approve``), ``queue`` makes a proposal, ``deny`` refuses with the
+  rule named (also under ``approve="queue"``: nothing is queued), ``ask`` (or no
+  rule) is ``approve``'s policy. The rules are read at each change, so one added
+  from another terminal counts at once. ``approve="yolo"`` overrides them, as
+  ``--yolo`` does. A move is the delete of its source and the write of its
+  destination: a rule must let both through, and one that would queue either
+  refuses the move (a review applies one file at a time).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memagent.vfs import paths, writes
+from memagent.vfs.approval_rules import TOOL_OF_OP, FileTool, Match, RuleBook
 from memagent.vfs.errors import InvalidPath, VfsError
 from memagent.vfs.proposals import INTEGRATION_PREFIX, ProposalStore
 from memagent.vfs.store import Store
@@ -77,7 +89,9 @@ class MemoryFolder:
                               "choose another folder of the agent")
         self.prefix = prefix.rstrip("/")
         self.approve = approve
-        self.policy = self._policy(approve)
+        self.rules = RuleBook(store, agent)
+        self.asked = self._policy(approve)  # what ``ask`` (no rule) means here
+        self.policy = self.asked if approve == "yolo" else _Ruled(self, moving=False)
 
     def _policy(self, approve: Approve) -> writes.Policy:
         if approve is None:
@@ -92,6 +106,24 @@ class MemoryFolder:
         if callable(approve):
             return writes.asking(approve)
         raise VfsError(f'approve must be a callback, "yolo" or "queue", not {approve!r}')
+
+    # -- approval rules -----------------------------------------------------------
+
+    def rule_for(self, tool: FileTool, inner: str) -> Match:
+        """The first of the agent's rules matching ``tool`` on ``inner`` (a path of the agent's view)."""
+        return self.rules.decide(tool, inner)
+
+    def denied(self, tool: FileTool, shown: str, found: Match) -> str:
+        """What a writer is told when ``found`` (a ``deny`` rule) refuses ``tool`` on ``shown``."""
+        return (f"{tool} {shown} was refused by approval {found.describe()} of agent {self.agent!r}; nothing was "
+                "stored. Do not retry it: tell the user, who can change the rules with `memagent approval`.")
+
+    def queue_policy(self) -> writes.Policy | None:
+        """Where a ``queue`` rule sends a change: the agent's review queue (None: the store has none)."""
+        database = getattr(self.store, "db", None)
+        if database is None:
+            return None
+        return writes.queue(ProposalStore(database), self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
 
     # -- paths ----------------------------------------------------------------
 
@@ -155,11 +187,57 @@ class MemoryFolder:
         # move() names files mount + inner path: right when root is "/"; otherwise its rare
         # errors (a race with another writer) name the inner path.
         mount = self.prefix if self.root == "/" else ""
-        result = writes.move(self.store, self.scope, src.inner, dst.inner, policy=self.policy, author="agent",
+        policy = self.policy
+        if self.approve != "yolo":
+            # The source's delete is asked of the rules here; the destination's write by the policy.
+            found = self.rule_for("delete_file", src.inner)
+            if found.action == "deny":
+                raise Refused(self.denied("delete_file", src.shown, found))
+            if found.action == "queue":
+                raise Refused(_unqueueable(src.shown, dst.shown, found))
+            policy = _Ruled(self, moving=True)
+        result = writes.move(self.store, self.scope, src.inner, dst.inner, policy=policy, author="agent",
                              origin=Origin("integration", detail=self.adapter), mount=mount)
         if result.change is None:
             raise Refused(result.message)
         return result.change
+
+
+class _Ruled:
+    """A folder's policy: its agent's approval rules, then (``ask``) what ``approve`` chose.
+
+    ``queues`` is the chosen policy's (``writes.move`` refuses a queueing policy before
+    asking it); ``moving``: the change is a move's destination, which a ``queue`` rule
+    cannot take."""
+
+    def __init__(self, folder: MemoryFolder, *, moving: bool) -> None:
+        self.folder = folder
+        self.moving = moving
+        self.queues = bool(getattr(folder.asked, "queues", False))
+
+    def __call__(self, request: writes.Request) -> writes.Verdict:
+        pending = request.pending
+        tool = TOOL_OF_OP[pending.op]
+        found = self.folder.rule_for(tool, pending.path)
+        if found.action == "allow":
+            return writes.Verdict.approve("rule")
+        if found.action == "deny":
+            return writes.Verdict.reject(self.folder.denied(tool, pending.shown, found))
+        if found.action == "queue":
+            if self.moving:
+                return writes.Verdict.reject(_unqueueable("", pending.shown, found))
+            queue = self.folder.queue_policy()
+            if queue is None:
+                return writes.Verdict.reject(f"{tool} {pending.shown} matches approval {found.describe()}, but this "
+                                             "store has no review queue; nothing was stored")
+            return queue(request)
+        return self.folder.asked(request)
+
+
+def _unqueueable(src: str, dst: str, found: Match) -> str:
+    what = f"moving {src} to {dst}" if src else f"moving a file to {dst}"
+    return (f"{what} matches approval {found.describe()}, but a move cannot be queued for review (a review "
+            "applies one file at a time); nothing was stored: write the new file and delete the old one instead")
 
 
 __all__ = ["HOW_TO_ALLOW", "Approve", "ApproveMode", "Approver", "Located", "MemoryFolder", "Queued", "Refused"]

@@ -15,7 +15,10 @@ Invariants:
   names) are refused with a ``ToolError`` that says why, before anything is read.
   Nothing outside the agent's folder is reachable.
 - Nothing is stored without an explicit approval choice (``approve``: a callback,
-  ``"yolo"`` or ``"queue"``); without one every change is refused, naming how to allow it.
+  ``"yolo"`` or ``"queue"``, or an ``allow`` approval rule of the agent); without one
+  every change is refused, naming how to allow it. The agent's approval rules come
+  before ``approve`` (a ``deny`` rule refuses, whatever the callback says); only
+  ``"yolo"`` overrides them.
 - Every change takes the store's write path (``integrations/_folder.py``): validated
   by the file kind's rules, one revision each (author ``agent``, origin
   ``integration`` / ``anthropic-memory-tool``), revertible with ``memagent fs revert``.

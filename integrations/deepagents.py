@@ -24,8 +24,11 @@ against deepagents' own ``StoreBackend`` too):
   edit, upload and delete is validated and appends a revision (author ``agent``,
   origin ``integration`` / ``deepagents``); a change that changes nothing stores
   nothing; deleting a folder deletes each file under it (each revertible). Nothing
-  is stored without an explicit ``approve`` (a callback, ``"yolo"`` or ``"queue"``):
-  without one each change's result carries the refusal and how to allow it.
+  is stored without an explicit ``approve`` (a callback, ``"yolo"`` or ``"queue"``)
+  or an ``allow`` approval rule of the agent: without one each change's result
+  carries the refusal and how to allow it. The agent's approval rules come before
+  ``approve`` (a ``deny`` rule refuses, whatever the callback says); only ``"yolo"``
+  overrides them.
 
 Beyond the protocol: ``grep_regex`` (a regular expression, run in linear time by
 RE2 where it can be; see README "grep patterns") and ``search`` (the database's
