@@ -156,7 +156,7 @@ def test_a_bad_id_is_one_line(model_id: str) -> None:
 def test_an_unknown_provider_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(ModelError) as caught:
         registry.build("nope/model-1")
-    assert str(caught.value) == ("unknown model provider 'nope'; known: anthropic, ollama, openai, "
+    assert str(caught.value) == ("unknown model provider 'nope'; known: anthropic, local, ollama, openai, "
                                  "openai-compatible")
     with pytest.raises(ModelError, match="unknown model provider 'nope'"):
         registry.info("nope/model-1")
@@ -237,7 +237,7 @@ def test_entry_point_plugins_register(plugin: Path) -> None:
 
 
 def test_the_unknown_provider_message_names_plugins(plugin: Path) -> None:
-    with pytest.raises(ModelError, match=r"known: anthropic, echo, echo2, ollama, openai, openai-compatible$"):
+    with pytest.raises(ModelError, match=r"known: anthropic, echo, echo2, local, ollama, openai, openai-compatible$"):
         registry.get("nope")
 
 
@@ -354,11 +354,12 @@ def test_chat_budget_defaults_to_half_the_known_window(cli_plugin: dict[str, str
 
 @pytest.mark.parametrize("args,extra,expected", [
     (["--model", "nope/x"], {}, "memagent: unknown model provider 'nope'; known: anthropic, echo, echo2, "
-                                "ollama, openai, openai-compatible"),
+                                "local, ollama, openai, openai-compatible"),
     (["--model", "openai/"], {}, "memagent: bad model id 'openai/': use provider/model, e.g. openai/gpt-5.1"),
     (["--model", "echo/one"], {"ECHO_PLUGIN_OFF": "1"},
      "memagent: echo is switched off: unset ECHO_PLUGIN_OFF and run `memagent chat` again"),
-    ([], {}, "memagent: no API key: set one with `export ANTHROPIC_API_KEY=...` and run `memagent chat` again"),
+    ([], {}, "memagent: no API key: set one with `export ANTHROPIC_API_KEY=...` and run `memagent chat` again, "
+             "or with no key: `memagent models pull local`, then `memagent chat --model local`"),
 ])
 def test_chat_model_problems_are_one_line(cli_plugin: dict[str, str], args: list[str], extra: dict[str, str],
                                           expected: str) -> None:

