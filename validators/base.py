@@ -11,7 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class Problem:
     location: str
     message: str
     kind: str
+    # How the path is to be shown when it must not be repeated (it holds a secret); not compared.
+    shown_path: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.location}: {self.message}"
@@ -43,11 +45,8 @@ def format_problems(path: str, problems: list[Problem]) -> str:
     """A one-line summary, then one '- location: message' line per problem."""
     if not problems:
         return f"{path} is valid."
-    if any(p.kind == "secret" and p.location == "path" for p in problems):
-        # A path refused for holding a credential is shown with that segment withheld.
-        from .secrets import redact_path
-
-        path = redact_path(path)
+    # A path refused for holding a credential is shown as its problem says (segment withheld).
+    path = next((p.shown_path for p in problems if p.shown_path is not None), path)
     lines = [f"{path} was not saved: {plural(len(problems), 'problem')}."]
     lines.extend(f"- {p}" for p in problems)
     return "\n".join(lines)

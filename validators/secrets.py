@@ -1140,19 +1140,21 @@ def scan_path(path: str) -> list[Problem]:
     """Credentials in a file's path: a name is shown in listings, diffs and prompts.
 
     The problem names the segment (``segment 2`` of ``/knowledge/<token>.md``), never its
-    text; ``format_problems`` shows the path itself through ``redact_path``."""
+    text, and carries the path as ``redact_path`` shows it, which ``format_problems`` uses."""
     found = list(dict.fromkeys(what for _, what in _find(path)))
     if not found:
         return []
     held = _segments_with_secrets(path)
     noun = "segment" if len(held) == 1 else "segments"
     where = f" ({noun} {_ordinal_list(held)} of the path, shown as {WITHHELD})" if held else ""
+    shown = redact_path(path)
     return [
         Problem(
             "path",
             f"the file's path contains {what}{where}. Secrets must never be stored in memory, not even in a "
             "file name: choose a path without it (it is not repeated here).",
             KIND,
+            shown_path=shown,
         )
         for what in found
     ]
