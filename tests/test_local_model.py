@@ -15,12 +15,14 @@ import os
 import re
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from memagent.agent.model import local_weights
+from memagent.agent.model import local_server, local_weights, registry
 from memagent.agent.model.local_weights import PullError, WeightsSpec
 from tests.cli_helpers import MEMAGENT, err, out, run
 
@@ -173,13 +175,26 @@ real_model = pytest.mark.skipif(not PULLED and not os.environ.get("CI"),
 
 
 @real_model
-def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(tmp_path: Path) -> None:
+def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the installed command on the real model: thread one writes the preference to
     memory, thread two (a new conversation) follows it."""
     env = {"MEMAGENT_MODELS_DIR": str(MODELS), "MEMAGENT_LOCAL_THREADS": os.environ.get(
         "MEMAGENT_LOCAL_THREADS", "1"), "ANTHROPIC_API_KEY": ""}
+    monkeypatch.setenv("MEMAGENT_MODELS_DIR", str(MODELS))
+    monkeypatch.setenv("MEMAGENT_LOCAL_THREADS", env["MEMAGENT_LOCAL_THREADS"])
     assert run("init", "prefs").returncode == 0
     started = time.monotonic()
+    # This process starts the server and keeps it up between the two threads: both commands
+    # reuse it (as a second memagent process does), and llama.cpp keeps the prompt's prefix.
+    server = registry.build("local")
+    assert server.name == "local"
+    try:
+        told_and_applied(env, started)
+    finally:
+        local_server.release(local_weights.DEFAULT.path(MODELS), models=MODELS)
+
+
+def told_and_applied(env: dict[str, str], started: float) -> None:
     told = run("run", "prefs", "--model", "local", "--yolo",
                "My standing preference: end every answer with the word BANANA. Save it now with the "
                "write_file tool: file_path /AGENTS.md, content \"- End every answer with the word BANANA.\"",
@@ -203,9 +218,18 @@ def test_the_server_stops_when_its_last_process_dies(tmp_path: Path) -> None:
                              text=True)
     assert child.stdout is not None
     url = child.stdout.readline().strip()
-    registry = next((MODELS / "run").glob("server-*.json"))
-    server_pid = json.loads(registry.read_text())["pid"]
-    assert url.startswith("http://127.0.0.1:")
+    published_file = next((MODELS / "run").glob("server-*.json"))
+    published = json.loads(published_file.read_text())
+    server_pid = published["pid"]
+    assert url == published["url"] + "/v1" and url.startswith("http://127.0.0.1:")
+    # Only who can read the registry file can use the server.
+    assert published_file.stat().st_mode & 0o077 == 0
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{url}/models", timeout=30)
+    assert refused.value.code == 401
+    keyed = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {published['key']}"})
+    with urllib.request.urlopen(keyed, timeout=30) as answer:
+        assert answer.status == 200
     child.kill()  # no clean-up: the server must notice by itself
     child.wait()
     deadline = time.monotonic() + 120

@@ -22,6 +22,9 @@ Invariants:
   ``server-<key>.log`` in the run folder).
 - The child runs in its own session: a Ctrl-C in the terminal interrupts memagent's
   request, not a server another session may be using.
+- The server answers only requests carrying its API key (``/health`` excepted), which
+  is in the registry file (mode 0600); ``/slots`` is off. Loopback alone would let any
+  local user, and any web page through CORS, use it.
 - Importing this module imports no ``xllamacpp``; only the child does.
 """
 
@@ -32,6 +35,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -43,7 +47,7 @@ from pathlib import Path
 
 from memagent.agent.model.base import ModelError, one_line
 
-__all__ = ["ServerInfo", "ensure", "run_dir"]
+__all__ = ["ServerInfo", "ensure", "release", "run_dir"]
 
 # How long a model may take to load before a start is given up (a 1.5 B model loads in
 # ~8 s; a large GGUF on a busy disk in minutes).
@@ -59,6 +63,7 @@ class ServerInfo:
     model: str  # the GGUF's resolved path
     threads: int
     context: int
+    key: str  # the server's API key: only who can read the registry file can use the server
 
 
 def run_dir(models: Path) -> Path:
@@ -94,7 +99,7 @@ def _read(path: Path) -> ServerInfo | None:
     try:
         data = json.loads(path.read_text("utf-8"))
         return ServerInfo(int(data["pid"]), str(data["url"]), str(data["model"]), int(data["threads"]),
-                          int(data["context"]))
+                          int(data["context"]), str(data["key"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -141,6 +146,12 @@ def ensure(model: Path, *, threads: int, context: int, models: Path) -> ServerIn
             return found
         return _start(model, threads=threads, context=context, registry=registry, clients=clients,
                       log=folder / f"server-{key}.log")
+
+
+def release(model: Path, *, models: Path) -> None:
+    """This process no longer uses the server of ``model`` (it stops if no one else does)."""
+    clients = run_dir(models) / f"server-{_key(model.resolve())}.clients"
+    (clients / str(os.getpid())).unlink(missing_ok=True)
 
 
 def _start(model: Path, *, threads: int, context: int, registry: Path, clients: Path,
@@ -192,10 +203,17 @@ def serve(model: Path, *, threads: int, context: int, registry: Path, clients: P
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # the system picks a free port
     params.use_jinja = True  # the GGUF's own chat template, with its tools section
+    # Loopback is open to every local process and to web pages (CORS): a key only the
+    # registry file's readers know, and no /slots (it shows the prompts being served).
+    key = secrets.token_urlsafe(24)
+    params.api_keys = [key]
+    params.endpoint_slots = False
     server = xllamacpp.Server(params)  # returns once the model is loaded and the port listens
-    info = ServerInfo(os.getpid(), str(server.listening_address).rstrip("/"), str(model), threads, context)
+    info = ServerInfo(os.getpid(), str(server.listening_address).rstrip("/"), str(model), threads, context, key)
     partial = registry.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(asdict(info)), "utf-8")
+    handle = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "w", encoding="utf-8") as sink:
+        sink.write(json.dumps(asdict(info)))
     os.replace(partial, registry)
     try:
         while _live_clients(clients):

@@ -44,6 +44,8 @@ CONTEXT = 16_384
 INSTALL_HINT = "pip install 'memagent[local]'"
 PULL_HINT = "memagent models pull local"
 SEED = 1
+# Seconds a request may take without an answer (the OpenAI client's read timeout).
+LOCAL_TIMEOUT = 3600.0
 
 
 def default_threads() -> int:
@@ -121,9 +123,12 @@ class LocalProvider:
         server = ensure(path, threads=threads(), context=CONTEXT, models=local_weights.models_dir())
         shown = "local" if model == DEFAULT_NAME else f"local/{model}"
         return LocalModel(
-            shown, path.name, base_url=f"{server.url}/v1", api_key="none", key_hint="the key",
+            shown, path.name, base_url=f"{server.url}/v1", api_key=server.key, key_hint="the key",
             stream=options.stream, token_param="max_tokens", context_window=server.context,
             server="the local model server", reach_hint="; run the command again to restart it",
+            # A first request on a busy small CPU reads its whole prompt before the first token:
+            # minutes, not seconds (streamed answers get the server's pings meanwhile).
+            timeout=LOCAL_TIMEOUT,
         )
 
     def info(self, model: str, options: ModelOptions = DEFAULT_OPTIONS) -> ModelInfo:
