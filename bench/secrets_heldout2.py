@@ -3,9 +3,15 @@
 ``bench/secrets_heldout.py`` was measured once, at the end of the tuning for issue #36,
 and its misses were then looked at and fixed: from then on it is no longer held out.
 This set was written at that moment, before those fixes, without running any scanner on
-it, so it measures how the rules generalise. Same rules as the first set: published
-formats, synthetic values, data only; change a sample only to correct a misstated
-format, never to make a rule pass.
+it, so it measured how the rules generalise: 58 / 65 caught, 1 / 68 false alarm, once.
+
+SPENT: its misses and its false alarm were then looked at and fixed with general rules
+(a long base64 value under a name ending in "key", a secret named in a sentence then
+"is <key>", "login: user / password", .pgpass and htpasswd lines, kubeadm bootstrap
+tokens, EJSON values). It is now a tuning set like ``bench/secrets_corpus.py``, held to
+the same bar (tests/test_secrets_corpus.py); its figure no longer says how the rules
+generalise. Same rules as the first set: published formats, synthetic values, data
+only; change a sample only to correct a misstated format, never to make a rule pass.
 
 Invariants:
 - Data only and deterministic (a ``random.Random`` seeded per sample).

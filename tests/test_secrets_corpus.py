@@ -1,6 +1,10 @@
 """The secret corpus (bench/secrets_corpus.py) through the validators: at least 97 % of
 the fake credentials refused, at most one look-alike refused, and no message that
 repeats any part of a credential. A rule that stops catching a kind fails here.
+
+Both earlier held-out corpora (bench/secrets_heldout.py, bench/secrets_heldout2.py) are
+spent: each was measured once while held out, then its misses were fixed, so they are
+tuning sets now, held to the same >= 97 % / <= 1 % bar as regression tests.
 """
 
 from __future__ import annotations
@@ -87,14 +91,16 @@ def test_the_first_held_out_corpus_meets_the_promise() -> None:
     assert alarms <= 0.01 * m, (alarms, m)
 
 
-def test_the_second_held_out_corpus_does_not_regress() -> None:
-    """bench/secrets_heldout2.py, never tuned on, measured once: 58/65 caught (89 %), 1/68 false
-    alarm. Below the 97 % promise (bench/RESULTS.md, SECURITY.md say so); this holds the floor."""
+def test_the_second_held_out_corpus_meets_the_promise() -> None:
+    """>= 97 % caught, <= 1 % false alarms on bench/secrets_heldout2.py. Measured once while held
+    out (58/65, 1/68 false alarm), then its misses were fixed with general rules: it is spent, a
+    tuning set now, and this is a regression bar, not a measure of how the rules generalise."""
     from bench import secrets_heldout2
 
     caught, n, alarms, m = _caught_and_alarms(secrets_heldout2)
-    assert caught >= 58, (caught, n)
-    assert alarms <= 1, (alarms, m)
+    assert n >= 60 and m >= 60
+    assert caught >= 0.97 * n, (caught, n)
+    assert alarms <= 0.01 * m, (alarms, m)
 
 
 @pytest.mark.parametrize("module", ["secrets_heldout", "secrets_heldout2"])

@@ -20,7 +20,13 @@ Invariants:
   makes the program prompt and is no secret.
 - The generic rule (a key named like a password, secret or token assigned a
   real-looking value, as in ``.env`` files) is reported only on lines where no
-  specific rule fired, so one credential gives one problem.
+  specific rule fired, so one credential gives one problem. So are the rules that
+  read context rather than a prefix: a name ending in "key" given a long random
+  base64 value (``COSMOS_KEY=...``; not a name saying public, cache, hash...), a
+  secret named in a sentence and then "is <random key>", "login: user / <password>",
+  and a credentials file's line alone (``.pgpass``'s host:port:db:user:password, a
+  plain htpasswd user:password). A kubeadm bootstrap token (``abc123.<16>``) is a
+  value, not a code reference; an EJSON ``EJ[1:...]`` value is encrypted in place.
 - The path and a revision message are scanned with the same rules
   (``scan_path``, ``scan_message``); their problems say where, never what.
 - Scanning is linear in the content: a rule's start is never preceded by a
@@ -57,7 +63,7 @@ import json
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -73,13 +79,23 @@ class _Anchor:
     Every match starts where an occurrence of ``literal`` starts (in the folded
     text when ``folded``), or, when ``back_over`` is set, where the run of
     ``back_over`` characters that ends at the occurrence starts, if that run is
-    1 to ``back_max`` characters long.
+    1 to ``back_max`` characters long. With ``followed_by`` (a one-character
+    literal only), only occurrences followed by one of its characters count: they
+    are found by a regex of their own, not with the groups (``_FOLLOWED``), so a
+    literal as common as ":" costs a C-speed pass, not a Python step per occurrence.
     """
 
     literal: str
     folded: bool = False
     back_over: str = ""
     back_max: int = 0
+    followed_by: str = ""
+    # Where _Candidates keeps this anchor's occurrences (computed once: starts() reads it per rule per scan).
+    key: tuple[bool, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        literal = self.literal if not self.followed_by else f"{self.literal}[{self.followed_by}]"
+        object.__setattr__(self, "key", (self.folded, literal))
 
 
 @dataclass(frozen=True)
@@ -202,6 +218,15 @@ _VALUE_PLACEHOLDERS = (
     "insert",
 )
 _CODE_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)+")
+# A kubeadm bootstrap token (token id "." token secret) reads like a.b but is a credential.
+_BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+
+
+def _code_reference(value: str) -> bool:
+    """settings.SECRET_KEY, os.environ: a name in code, not a value (a bootstrap token is a value)."""
+    if _BOOTSTRAP_TOKEN.fullmatch(value) and any(c.isdigit() for c in value):
+        return False
+    return _CODE_REFERENCE.fullmatch(value) is not None
 
 
 def _real_assigned_value(m: re.Match[str], _: str) -> bool:
@@ -211,7 +236,7 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
     # ("!" may start a password; a YAML tag such as "!vault |" is followed by a space and too short.)
     if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/~.%&*@=:#-+":
         return False
-    if _CODE_REFERENCE.fullmatch(value) or len(set(value)) < 5:  # settings.SECRET_KEY, aaaa1111
+    if _code_reference(value) or len(set(value)) < 5:  # settings.SECRET_KEY, aaaa1111
         return False
     if "://" in value and "@" not in value:  # an address (op://vault/item/field, https://...), no credential
         return False
@@ -287,12 +312,12 @@ def _hex_mixed(m: re.Match[str], _: str) -> bool:
 
 
 # A quoted value that only refers to a secret kept elsewhere: a shell or template variable,
-# a secret manager's reference, or a value encrypted in place (sops, Jasypt, Ansible Vault).
+# a secret manager's reference, or a value encrypted in place (sops, Jasypt, EJSON, Ansible Vault).
 _REFERENCE_VALUE = re.compile(
     # Each form is strict (a whole ${NAME}, $(cmd), {{ x }}, %(name)s, ENC[...]) because a
     # random key may hold "$(" or "%(" by chance: startproject's alphabet has $, %, ( and ).
     r"\$\{[A-Za-z_][A-Za-z0-9_]*(?:[:?=-][^}]*)?\}|^\$[A-Za-z_][A-Za-z0-9_]*$|^\$\([a-z][^)]*\)$|\{\{|\{%"
-    r"|%\([A-Za-z_]+\)[sd]|^<[^>]*>$|^(?i:enc)[\[(]|^!vault|^(?:op|vault|secret|arn|sm)://|^(?i:vault):|\$ANSIBLE_VAULT"
+    r"|%\([A-Za-z_]+\)[sd]|^<[^>]*>$|^(?i:enc)[\[(]|^EJ\[\d+:|^!vault|^(?:op|vault|secret|arn|sm)://|^(?i:vault):|\$ANSIBLE_VAULT"
 )
 
 
@@ -308,7 +333,7 @@ def _real_quoted_value(m: re.Match[str], text: str) -> bool:
     before = text[max(0, m.start() - 16) : m.start()].lower().rstrip("_-.")
     if before.endswith(_CURSOR_NAMES) or any(p in value.lower() for p in _VALUE_PLACEHOLDERS):
         return False
-    if _CODE_REFERENCE.fullmatch(value) or len(set(value)) < 5:
+    if _code_reference(value) or len(set(value)) < 5:
         return False
     if _password_shaped(value, 8) or _real_assigned_value(m, text):
         return True
@@ -364,6 +389,72 @@ def _password_in_prose(m: re.Match[str], text: str) -> bool:
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
+# A name ending in "key" that says the key is public or is no credential at all.
+_NOT_SECRET_KEY_NAMES = (
+    *("pub", "site", "search", "host", "ssh", "cache", "hash", "digest", "checksum", "fingerprint"),
+    *("integrity", "idempotency", "partition", "sort", "primary", "foreign", "object", "lookup"),
+)
+
+
+def _key_named_value(m: re.Match[str], text: str) -> bool:
+    """A long random base64 value under a name ending in "key" (COSMOS_KEY=..., masterKey: ...),
+    unless the name says the key is public or no credential (PublicKey, sitekey, cache_key)."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    head = text[max(line_start, m.start() - 48) : m.start()]
+    name = head[len(head.rstrip(string.ascii_letters + string.digits + "_.-")) :].lower()
+    if any(word in name for word in _NOT_SECRET_KEY_NAMES):
+        return False
+    value = m.group("s")
+    # A token led by a word and "_" (sk_test_, live_) is a provider's: its own rules judge it.
+    if re.match(r"[A-Za-z]{2,8}_", value):
+        return False
+    return _mixed(value) and len(set(value)) >= 16
+
+
+# Words between a secret's name and "is" that make the value something else than the secret.
+_NOT_THE_SECRET = re.compile(r"(?i)\b(?:id|ids|name|names|type|format|length|prefix|hint|path|owner)\b")
+
+
+def _secret_in_prose(m: re.Match[str], text: str) -> bool:
+    """A secret named in a sentence, then "is" and a random key ("the client secret for billing
+    is <key>"): mixed case and digits, not public (a publishable key), not an id or a name."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    before = text[max(line_start, m.start() - 24) : m.start()].lower()
+    between = m.group("w").lower()
+    if "pub" in before or _NOT_THE_SECRET.search(between) or any(w in between for w in _CURSOR_NAMES):
+        return False  # a publishable key, a key's id, a pagination cursor ("the token for the next page")
+    value = m.group("s")
+    low = value.lower()
+    if value.startswith(_PUBLIC_PREFIXES) or any(p in low for p in _VALUE_PLACEHOLDERS):
+        return False
+    return _mixed(value) and len(set(value)) >= 10
+
+
+def _user_slash_password(m: re.Match[str], text: str) -> bool:
+    """A login's user and password as a pair ("login: deploy / <password>"): password-shaped."""
+    value = m.group("s").rstrip(_TRAILING)
+    return not _REFERENCE_VALUE.search(value) and _password_shaped(value, 8)
+
+
+# Names before a colon that make "name:value" a digest or an address, not a user and password.
+_NOT_A_USER = re.compile(r"(?i)(?:sha\d*|md5|h\d|blake2?b?|crc32|base64|[a-z][a-z0-9+.-]*(?:url|uri|href|src)|[a-z])")
+
+
+def _colon_file_password(m: re.Match[str], _: str) -> bool:
+    """A credentials file's line: ~/.pgpass (host:port:database:user:password) or a plain
+    htpasswd entry (user:password) alone on its line."""
+    value = m.group("s")
+    if value[0] in "$<{[%*" or "\\" in value or _REFERENCE_VALUE.search(value):
+        return False
+    if m.group("pg") is not None:  # the .pgpass form is telling enough: any real password
+        letters = any(c.isalpha() for c in value)
+        return _real_command_password(m, _) and letters and not value.isalpha()
+    user = m.group("u")
+    if not (user[0].isalpha() or user[0] == "_") or _NOT_A_USER.fullmatch(user):
+        return False
+    return len(value) <= 64 and _password_shaped(value, 8)
+
+
 def _docker_auth(m: re.Match[str], _: str) -> bool:
     """A docker config "auth": base64 of "user:password" with a real password."""
     try:
@@ -397,6 +488,9 @@ _SECRET_WORDS = (
     *("pass", "secret", "token", "apikey", "api_key", "accesskey", "access_key"),
     *("authkey", "auth_key", "privatekey", "private_key", "credential"),
 )
+# What a .pgpass or htpasswd line's value may start with after its first ":" (a port is a digit
+# or *): never a space, so the ": " of prose and YAML is no candidate.
+_COLON_VALUE_STARTS = string.ascii_letters + string.digits + "*!#&+=?@^"
 
 _RULES: tuple[_Rule, ...] = (
     _Rule(
@@ -697,11 +791,12 @@ _RULES: tuple[_Rule, ...] = (
         "a password on a command line",
         # docker login -p X (and podman, nerdctl, buildah, helm registry).
         # From "login" on (one anchor, not one per program); _registry_login checks the program.
+        # The anchor is folded: the pass that finds it also serves "login: user / password".
         re.compile(
             r"(?<=[ \t])login\b[^\n]{0,200}?[ \t]-p[ \t]*=?[ \t]*"
             r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
-        _starts("login"),
+        _starts_folded("login"),
         _registry_login,
     ),
     _prefixed("a Groq API key", ("gsk_",), r"[A-Za-z0-9]{48,}\b", _mixed_body),
@@ -749,6 +844,56 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a password, secret or token assigned in plain text",
+        # A name ending in "key" given a long random base64 value (an Azure or Fernet key, COSMOS_KEY=).
+        re.compile(r"(?i:key)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[A-Za-z0-9+/_-]{32,400}={0,2})(?![A-Za-z0-9+/=_.~-])"),
+        _starts_folded("key"),
+        _key_named_value,
+        generic=True,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
+        # A secret named in a sentence, then "is" and a random key ("the secret access key for ci is <key>").
+        re.compile(
+            r"(?<![A-Za-z0-9])(?i:secret|token|key)(?P<w>[^\n.;!?]{0,40}?)[ \t](?i:is|was)[ \t]+[\"'`]?"
+            r"(?P<s>[A-Za-z0-9+/=_~-]{20,200})(?![A-Za-z0-9+/=_~-])"
+        ),
+        _starts_folded("secret", "token", "key"),
+        _secret_in_prose,
+        generic=True,
+    ),
+    _Rule(
+        "a password written in plain text",
+        # "login: deploy / <password>": a login's user and password written as a pair.
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?i:login|credentials)[ \t]*[:=][ \t]*[^\s/:]{1,64}"
+            r"[ \t]*/[ \t]*(?P<s>\S{8,100})"
+        ),
+        _starts_folded("login", "credential"),
+        _user_slash_password,
+        generic=True,
+    ),
+    _Rule(
+        "a password written in plain text",
+        # A credentials file's line alone: ~/.pgpass (host:port:database:user:password) or a plain
+        # htpasswd entry (user:password). Starts where the run of name characters before ":" starts.
+        # Anchored at a ":" followed by one of _COLON_VALUE_STARTS, not at every ":".
+        re.compile(
+            r"(?m)(?<![^\n])(?P<u>[A-Za-z0-9._*-]{1,64}):(?:(?P<pg>(?:\d{1,5}|\*):[^\s:]{1,63}:[^\s:]{1,63}):)?"
+            rf"(?P<s>[{re.escape(_COLON_VALUE_STARTS)}][^\s:]{{0,199}})[ \t\r]*$"
+        ),
+        (
+            _Anchor(
+                ":",
+                back_over=string.ascii_letters + string.digits + "._*-",
+                back_max=64,
+                followed_by=_COLON_VALUE_STARTS,
+            ),
+        ),
+        _colon_file_password,
+        generic=True,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
         # A quoted value (.env, shell, YAML): punctuation belongs to it (DJANGO_SECRET_KEY='k$(3...').
         re.compile(
             r"(?i:passw(?:ord|d)|passphrase|secret(?:_?key)?(?:_?base)?|token|api_?key|access_?key|auth_?key"
@@ -786,7 +931,8 @@ _GENERIC_ORDER = {what: i for i, what in enumerate(dict.fromkeys(r.what for r in
 
 # SHA-256 of well-known documentation examples, so the values themselves are not in this file:
 # GitHub's example token (its ghp_/gho_/ghu_/ghs_/ghr_ forms), Telegram's example bot token in
-# the Bot API docs, and the Azure storage emulator's (Azurite's) published account key.
+# the Bot API docs, the Azure storage emulator's (Azurite's) published account key, and
+# kubeadm's example bootstrap token.
 _KNOWN_EXAMPLES = frozenset(
     {
         "3543c50b0cb9cea8e55eb1f529b79f043cb250d485fde7b66cabbb5183add7da",
@@ -796,6 +942,7 @@ _KNOWN_EXAMPLES = frozenset(
         "0cecafe4ec4766065c64799e2d0fc466059f86526e0a45b883de0fb856435236",
         "0b5dd075ccdd03c42f4edda8e299e6838e2a75d3486a2a8d86940ed1541e9178",
         "0011cc25eb4320717494d2703e8cba85743e71b500283c21c8b88147992f9059",
+        "a4b8b245ab28bc4f72dcaa0d9ba9f73d6488fa758a2a5cb55ecb11511f002f80",
     }
 )
 
@@ -890,6 +1037,8 @@ def _groups(rules: Iterable[_Rule]) -> dict[tuple[bool, str], _Group]:
     members: dict[tuple[bool, str], list[str]] = {}
     for rule in rules:
         for anchor in rule.anchors:
+            if anchor.followed_by:  # found by its own regex (_followed)
+                continue
             lit = anchor.literal
             i = _hinge_index(lit)
             key = (anchor.folded, lit if i is None else lit[i])
@@ -904,6 +1053,20 @@ def _groups(rules: Iterable[_Rule]) -> dict[tuple[bool, str], _Group]:
 
 _GROUP_OF = _groups(_RULES)
 _GROUPS = tuple({id(group): group for group in _GROUP_OF.values()}.values())
+
+
+def _followed(rules: Iterable[_Rule]) -> dict[tuple[bool, str], re.Pattern[str]]:
+    """anchor key -> the regex finding the anchor, for every anchor with ``followed_by``."""
+    out: dict[tuple[bool, str], re.Pattern[str]] = {}
+    for anchor in (a for rule in rules for a in rule.anchors if a.followed_by):
+        # One character: matches cannot overlap, so finditer sees every occurrence.
+        assert len(anchor.literal) == 1, anchor
+        after = "".join(re.escape(c) for c in anchor.followed_by)
+        out[anchor.key] = re.compile(f"{re.escape(anchor.literal)}(?=[{after}])")
+    return out
+
+
+_FOLLOWED = _followed(_RULES)
 
 # Non-ASCII characters that (?i) matches as an ASCII letter (Unicode simple case
 # folding); each maps to one character, so replacing them keeps offsets.
@@ -936,12 +1099,12 @@ class _Candidates:
         self._found: dict[tuple[bool, str], list[int]] = {}
         for group in _GROUPS:
             self._search(group, folded if group.folded else text)
+        for key, finder in _FOLLOWED.items():
+            self._found[key] = [m.start() for m in finder.finditer(folded if key[0] else text)]
 
     def starts(self, rule: _Rule) -> list[int]:
         """Sorted, distinct positions that include every start of a match of ``rule``."""
-        found = [
-            self._placed(anchor, at) for anchor in rule.anchors if (at := self._found[anchor.folded, anchor.literal])
-        ]
+        found = [self._placed(anchor, at) for anchor in rule.anchors if (at := self._found[anchor.key])]
         if len(found) <= 1:  # the usual case, already sorted and distinct
             return found[0] if found else []
         return sorted(set().union(*found))
@@ -1043,10 +1206,16 @@ def _anchor_finders() -> tuple[Any, Any] | None:
         return None
     options = re2.Options()
     options.log_errors = False
-    literals = {(anchor.folded, anchor.literal) for rule in _RULES for anchor in rule.anchors}
+
+    def pattern(anchor: _Anchor) -> str:
+        if not anchor.followed_by:
+            return str(re2.escape(anchor.literal))
+        return re2.escape(anchor.literal) + "[" + "".join(re2.escape(c) for c in anchor.followed_by) + "]"
+
+    patterns = {(anchor.folded, pattern(anchor)) for rule in _RULES for anchor in rule.anchors}
 
     def alternation(folded: bool) -> Any:
-        return re2.compile("|".join(sorted(re2.escape(lit) for f, lit in literals if f is folded)), options)
+        return re2.compile("|".join(sorted(p for f, p in patterns if f is folded)), options)
 
     return alternation(False), alternation(True)
 
