@@ -8,9 +8,9 @@ credentials and alarms / samples for the look-alikes, memagent beside
 detect-secrets; with ``--out`` (by default ``bench/RESULTS.md``) it replaces the
 "secrets" section of that file and nothing else.
 
-It then measures the two once-held-out corpora the same way (``bench/secrets_heldout.py``,
-``bench/secrets_heldout2.py``: written from published formats; each was measured once
-while held out, then tuned on, so both are spent) and writes them, totals and every
+It then measures the three once-held-out corpora the same way (``bench/secrets_heldout.py``,
+``bench/secrets_heldout2.py``, ``bench/secrets_heldout3.py``: written from published formats;
+each was measured once while held out, then tuned on, so all are spent) and writes them, totals and every
 miss and false alarm by kind, into the "secrets-heldout" section.
 
 Invariants:
@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import secrets_heldout, secrets_heldout2, sections
+from bench import secrets_heldout, secrets_heldout2, secrets_heldout3, sections
 from bench.secrets_corpus import Sample, credentials, lookalikes
 from memagent.validators import scan_secrets
 
@@ -111,6 +111,14 @@ HELD_OUT = (
         "spent, a tuning set now, so this figure is tuned",
         secrets_heldout2,
     ),
+    (
+        "`bench/secrets_heldout3.py`",
+        "written after the second set was spent and before its fixes; measured once while held out "
+        "(122 / 139, 3 / 100 false alarms), then its misses and false alarms were fixed with general "
+        "rules (a random value paired with a secret's name, tables, base64 JSON): spent, a tuning set "
+        "now, so this figure is tuned",
+        secrets_heldout3,
+    ),
 )
 
 
@@ -121,8 +129,13 @@ def _pct(n: int, d: int) -> str:
 def held_out_table(names: list[str], scanners: list[Scanner]) -> str:
     out = [
         "## Secrets, held out\n",
-        "Corpora written as held-out sets; both are spent now (measured once, then tuned on), so "
+        "Corpora written as held-out sets; all are spent now (measured once, then tuned on), so "
         "their figures are tuned ones (`python -m bench secrets` regenerates this section). "
+        "Never-tuned recall, each set's one measurement while held out: 75 / 108 (69 %) for the "
+        "first as the scanner stood when it was written, then 99 / 108 (92 %) after tuning on the "
+        "corpus; 58 / 65 (89 %) for the second; 122 / 139 (87.8 %) for the third: near 90 %, short "
+        "of the 97 % promise, because the rules were too provider-specific. The third set's misses "
+        "were fixed with general context rules (see SECURITY.md), not per-format ones. "
         "A credential counts as caught when the scanner reports anything in its sample.\n",
         "| corpus | | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names),
     ]

@@ -571,6 +571,9 @@ def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
         *("pass ", "pw ", "password: ", "password is a", " login -p ", "Client('a", "s.", "st.", "A", "?sig=a"),
         *("a1Q~", "-us", "pk_", "dp.", "LS0tLS1CRUdJTi", '"auth": "', "machine a password ", "aa:APA91b", "sq0"),
         *("token: 'a", "EAA", "AQE"),
+        # the context rules of the third held-out set
+        *("| password |\n|---|\n", "password|", "X('", "log in (a / ", "key 1 (a): ", "authorize a b "),
+        *("X-Auth-Key: a", "eyJhdXRo", "key: base64:", "secret=Bearer ", "credential: "),
     ],
 )
 def test_scanning_crafted_input_stays_linear(unit: str) -> None:
@@ -851,3 +854,50 @@ def test_the_redacted_path_keeps_the_segments_without_the_secret() -> None:
     assert scanner.redact_path(f"/knowledge/{token}.md") == "/knowledge/[withheld]"
     assert scanner.redact_path(f"/people/{token}/notes.md") == "/people/[withheld]/notes.md"
     assert scanner.redact_path("/people/ada/notes.md") == "/people/ada/notes.md"
+
+
+# --- the context rule: a random value under a secret's name (the third held-out set) -------
+
+
+def _context_cases() -> tuple[list[str], list[str]]:
+    key, hexed = rand(ALNUM, 32, 201), rand(HEX, 40, 202)
+    caught = [
+        f"'webhook_secret' => '{hexed}',",
+        f'settings["SIGNING_KEY"] = "{hexed}"',
+        f"-H 'X-Api-Token: {key}'",
+        f"const c = new Thing({{ accessToken: '{key}' }});",
+        f"export ACME_APP_KEY={hexed}",
+        f'ACME_TOKEN="Acme2 {key}"',
+        f"Authorization: Acme-Key {hexed}",
+        f"tool --client-secret {key}",
+        f"| host | password |\n|---|---|\n| db1 | {key[:10]}#1 |",
+        f"log in to the bastion (ops / {key[:10]}!9) and restart it",
+    ]
+    clean = [
+        f"integrity: sha512-{key}==",
+        f"commit_sha: {hexed}",
+        f"publishable_key: {key}",
+        f"client_id: {key}",
+        f"key_id: {hexed}",
+        f"cache_key: deps-{hexed}",
+        f"token_url: https://auth.example.com/{key}",
+        "password: '%env(DB_PASSWORD)%'",
+        "api_key: ${ACME_API_KEY_FOR_PRODUCTION_2024}",
+        f"public_key: age1{key.lower()}",
+        f"next_page_token: {key}",
+    ]
+    return caught, clean
+
+
+def test_a_random_value_paired_with_a_secrets_name_is_caught() -> None:
+    caught, _ = _context_cases()
+    assert [text for text in caught if not scan_secrets(text)] == []
+    for text in caught:
+        assert_same_as_reference(text)
+
+
+def test_public_ids_digests_and_references_under_such_names_are_not() -> None:
+    _, clean = _context_cases()
+    assert [text for text in clean if scan_secrets(text)] == []
+    for text in clean:
+        assert_same_as_reference(text)

@@ -27,6 +27,17 @@ Invariants:
   and a credentials file's line alone (``.pgpass``'s host:port:db:user:password, a
   plain htpasswd user:password). A kubeadm bootstrap token (``abc123.<16>``) is a
   value, not a code reference; an EJSON ``EJ[1:...]`` value is encrypted in place.
+- The context rule generalises the per-provider ones (a third held-out set showed them
+  too specific): a random value (20+ characters mixing letters and digits inside one
+  part; not a placeholder, a ``${X}``/``<...>``/``env()``/``arn:``/``valueFrom``
+  reference, a code reference, a digest or, outside a secret's name, a UUID) assigned
+  or paired with a name holding key, token, secret, pass, pwd, auth or credential
+  (identifier, dict key, YAML/JSON key, HTTP header, CLI flag, env var), unless the name
+  says public, anon, client id, site key, key id, hash, digest, cache... or the value sits
+  in an encrypted block. Also generic: a Markdown table's password/secret/token column,
+  "log in ... (user / password)", and base64 JSON (``eyJ...`` with no dots, a
+  dockerconfigjson) decoded and scanned with these same rules. A JWT whose role is
+  ``anon`` is public by design.
 - The path and a revision message are scanned with the same rules
   (``scan_path``, ``scan_message``); their problems say where, never what.
 - Scanning is linear in the content: a rule's start is never preceded by a
@@ -185,7 +196,10 @@ def _b64_json(segment: str) -> object:
 
 def _not_jwt_io_example(m: re.Match[str], _: str) -> bool:
     # jwt.io's default token (every algorithm) carries this payload; it is on countless pages.
+    # A token whose role says anon is public by design (Supabase's anon key ships in browsers).
     payload = _b64_json(m.group("s").split(".")[1])
+    if isinstance(payload, dict) and payload.get("role") == "anon":
+        return False
     return not (isinstance(payload, dict) and payload.get("sub") == "1234567890" and payload.get("name") == "John Doe")
 
 
@@ -226,7 +240,22 @@ def _code_reference(value: str) -> bool:
     """settings.SECRET_KEY, os.environ: a name in code, not a value (a bootstrap token is a value)."""
     if _BOOTSTRAP_TOKEN.fullmatch(value) and any(c.isdigit() for c in value):
         return False
+    # A part of 16+ characters mixing letters and digits is random, not a name (patXXX.<hex>).
+    if any(len(p) >= 16 and _letters_and_digits(p) for p in re.split(r"[.:]", value)):
+        return False
     return _CODE_REFERENCE.fullmatch(value) is not None
+
+
+def _letters_and_digits(text: str) -> bool:
+    return any(c.isalpha() for c in text) and any(c.isdigit() for c in text)
+
+
+def _in_reference(m: re.Match[str], text: str) -> bool:
+    """The match sits inside a reference (arn:aws:secretsmanager:...:secret:name): no value."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    head = text[max(line_start, m.start() - 200) : m.start()]
+    token = re.split(r"[\s\"'`=,(\[{]", head)[-1].lower()
+    return token.startswith(("arn:", "valuefrom")) or "://" in token
 
 
 def _real_assigned_value(m: re.Match[str], _: str) -> bool:
@@ -261,7 +290,7 @@ _CURSOR_NAMES = ("page", "next", "continuation", "sync", "resume", "cursor", "st
 
 def _real_assigned_secret(m: re.Match[str], text: str) -> bool:
     before = text[max(0, m.start() - 16) : m.start()].lower().rstrip("_-.")
-    if before.endswith(_CURSOR_NAMES):
+    if before.endswith(_CURSOR_NAMES) or _in_reference(m, text):
         return False
     return _real_assigned_value(m, text)
 
@@ -317,7 +346,7 @@ _REFERENCE_VALUE = re.compile(
     # Each form is strict (a whole ${NAME}, $(cmd), {{ x }}, %(name)s, ENC[...]) because a
     # random key may hold "$(" or "%(" by chance: startproject's alphabet has $, %, ( and ).
     r"\$\{[A-Za-z_][A-Za-z0-9_]*(?:[:?=-][^}]*)?\}|^\$[A-Za-z_][A-Za-z0-9_]*$|^\$\([a-z][^)]*\)$|\{\{|\{%"
-    r"|%\([A-Za-z_]+\)[sd]|^<[^>]*>$|^(?i:enc)[\[(]|^EJ\[\d+:|^!vault|^(?:op|vault|secret|arn|sm)://|^(?i:vault):|\$ANSIBLE_VAULT"
+    r"|%\([A-Za-z_]+\)[sd]|%env\(|^env\(|^<[^>]*>$|^(?i:enc)[\[(]|^EJ\[\d+:|^!vault|^(?:op|vault|secret|arn|sm)://|^(?i:vault):|\$ANSIBLE_VAULT"
 )
 
 
@@ -406,7 +435,8 @@ def _key_named_value(m: re.Match[str], text: str) -> bool:
         return False
     value = m.group("s")
     # A token led by a word and "_" (sk_test_, live_) is a provider's: its own rules judge it.
-    if re.match(r"[A-Za-z]{2,8}_", value):
+    # One led by an algorithm and "-" (sha512-..., a lock file's integrity) is a digest.
+    if re.match(r"[A-Za-z]{2,8}_|(?i:sha\d+|md5|blake2b?)-", value):
         return False
     return _mixed(value) and len(set(value)) >= 16
 
@@ -481,12 +511,139 @@ def _signed_url(m: re.Match[str], text: str) -> bool:
     return any(p in query for p in ("sv=", "se=", "sp=", "sr=")) and _mixed_body(m, text)
 
 
+# --- the context rule: a random value under a secret's name -------------------------------
+
+# Words a secret's name contains (the context rule's anchors: its match starts at one). Names
+# with private, session, signing, bearer or unseal hold one of them too (PRIVATE_KEY, Unseal Key 1,
+# SESSION_SECRET); each literal costs a pass over every text, so there are no more of them. "pw"
+# locates "pwd" and "auth" every "authorization": passes the other rules already make.
+_CONTEXT_WORDS = ("key", "token", "secret", "pass", "pw", "auth", "credential")
+# A name containing one of these says the value is public, an id, or no credential at all.
+_NOT_SECRET_NAME = re.compile(
+    r"pub|anon|client_?id|site_?key|key_?id|idempotency|author(?!i[sz])|hash|sha\d|checksum|digest"
+    r"|etag|integrity|fingerprint|cache|partition|sort_?key|primary|foreign|lookup|object_?key|search"
+    r"|bypass|passeng|passport|passthr|passiv|compass|passage|monkey|turkey|hockey|keyboard|keyword"
+    r"|keyspace|keystore_?(?:path|type)|keychain|keyring|keypair_?name|ssh|host_?key|client[_-]?key|encrypted|recipient"
+)
+# The name's last part saying the value is about a secret, not the secret (token_type, key_name).
+_NOT_SECRET_LAST_PART = frozenset(
+    (
+        *("id", "ids", "name", "names", "type", "types", "url", "uri", "urls", "endpoint", "path", "file"),
+        *("dir", "length", "size", "count", "format", "version", "prefix", "hint", "ttl", "expiry", "expires"),
+        *("expiration", "alg", "algorithm", "header", "field", "env", "var", "ref", "arn", "region", "label"),
+        *("policy", "mode", "usage", "limit", "scope", "scopes", "enc"),
+    )
+)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_NAME_CHARS = string.ascii_letters + string.digits + "_.-"
+
+
+def _name_at(m: re.Match[str], text: str) -> str:
+    """The whole name a context match starts inside (DD_APP_KEY from KEY on), lower case."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    head = text[max(line_start, m.start() - 48) : m.start()]
+    return (head[len(head.rstrip(_NAME_CHARS)) :] + text[m.start() : m.end("n")]).lower()
+
+
+# Values that are a reference, a digest (SRI's sha512-...), a test-mode key or a public key (age1...).
+_NOT_A_SECRET_VALUE = ("arn:", "sha256", "sha384", "sha512", "sha1", "md5", "sk_test_", "age1", "ssh-")
+
+
+def _random_value(value: str) -> bool:
+    """A generated value: 20+ characters mixing letters and digits inside one part (not a name
+    made of words and numbers such as release_2024_candidate), varied, no placeholder or reference."""
+    low = value.lower()
+    if len(value) < 20 or len(set(value)) < 10 or value[0] in "/~.":
+        return False
+    if any(p in low for p in _VALUE_PLACEHOLDERS) or _REFERENCE_VALUE.search(value) or _code_reference(value):
+        return False
+    # (A test-mode key, sk_test_..., opens no live account: the provider rules skip it too.)
+    if value.startswith(_PUBLIC_PREFIXES) or low.startswith(_NOT_A_SECRET_VALUE):
+        return False
+    return any(_letters_and_digits(part) for part in re.split(r"[_.\-/+=~]", value))
+
+
+def _secret_named_value(m: re.Match[str], text: str) -> bool:
+    """A random value assigned or paired with a secret's name (see the rule); not public, an id,
+    a hash, a cursor, a reference, or a UUID under any name but a secret's."""
+    name = _name_at(m, text)
+    if _NOT_SECRET_NAME.search(name) or _in_reference(m, text):
+        return False
+    parts = [p for p in re.split(r"[_.\-]|(?<=[a-z])(?=[A-Z])", text[m.end("n") - len(name) : m.end("n")]) if p]
+    last = parts[-1].lower() if parts else ""
+    if last in _NOT_SECRET_LAST_PART and not (last == "id" and "secret" in name):
+        return False
+    if any(c in name for c in _CURSOR_NAMES):
+        return False
+    value = m.group("s")
+    # A value in a block of encrypted ones (a SealedSecret's encryptedData) is ciphertext.
+    if "encrypted" in text[max(0, m.start() - 300) : m.start()].lower():
+        return False
+    if value.startswith("eyJ") and value.count(".") == 2 and not _not_jwt_io_example(m, text):
+        return False
+    # Paired by a space only on a command line: a flag (--secret X) or an auth verb's argument.
+    spaced = m.group("ws") is not None
+    if spaced and not ((name.startswith("-") or name.startswith(("authori", "authent"))) and _mixed(value)):
+        return False
+    # "key" alone is any lookup key (a CI cache's key: deps-<hash>): only a mixed-case random value.
+    if name.strip("-_.") in ("key", "keys") and not _mixed(value):
+        return False
+    if _UUID.fullmatch(value):
+        return any(w in name for w in ("secret", "token", "pass", "apikey", "api_key", "api-key"))
+    return _random_value(value)
+
+
+def _table_password(m: re.Match[str], text: str) -> bool:
+    """A Markdown table whose header names a password, secret or token column, with a real one in it."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    prefix = text[line_start : m.start()]
+    if not prefix.rstrip(" \t").endswith("|"):
+        return False
+    column = prefix.count("|")
+    for row in m.group("rows").splitlines():
+        cells = row.split("|")
+        if len(cells) <= column:
+            continue
+        cell = cells[column].strip().strip("`'\"")
+        if not cell or _REFERENCE_VALUE.search(cell) or "/" in cell:
+            continue
+        if _password_shaped(cell, 8) or _random_value(cell):
+            return True
+    return False
+
+
+def _encoded_json_secret(m: re.Match[str], text: str) -> bool:
+    """base64 of JSON (a dockerconfigjson, a service account key) holding a credential: the
+    decoded text is scanned with the same rules. Each level is 3/4 as long, so it ends."""
+    value = m.group("s")
+    if len(value) > 65536:
+        return False
+    try:
+        raw = base64.b64decode(value.replace("-", "+").replace("_", "/") + "=" * (-len(value) % 4))
+        decoded = raw.decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return False
+    return bool(_find(decoded))
+
+
+# A constructor's name that says its argument is public or no credential.
+_NOT_SECRET_CLASS = re.compile(r"(?i)pub|hash|digest|uuid|id$|address|path|url|uri|decimal|sha|color|version|date")
+
+
+def _constructor_key(m: re.Match[str], text: str) -> bool:
+    """A class given a random key as its only string argument: Dropbox('sl.<token>')."""
+    if _NOT_SECRET_CLASS.search(m.group("c")):
+        return False
+    value = m.group("s")
+    return _mixed(value) and len(set(value)) >= 16 and _random_value(value)
+
+
 _SCHEME_CHARS = string.ascii_lowercase + string.digits + "+.-"
 # Every word a secret's variable name may end with starts with one of these (the
 # generic rule's anchors); each is as long as it can be, so fewer ordinary words are tried.
 _SECRET_WORDS = (
     *("pass", "secret", "token", "apikey", "api_key", "accesskey", "access_key"),
-    *("authkey", "auth_key", "privatekey", "private_key", "credential"),
+    *("auth", "privatekey", "private_key", "credential"),
 )
 # What a .pgpass or htpasswd line's value may start with after its first ":" (a port is a digit
 # or *): never a space, so the ": " of prose and YAML is no candidate.
@@ -566,7 +723,7 @@ _RULES: tuple[_Rule, ...] = (
             r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic|ssws)\s+"
             r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"
         ),
-        _starts_folded("authorization"),
+        _starts_folded("auth"),  # "auth" rather than "authorization": the context rule's anchor, no pass of its own
         _real_bearer,
     ),
     _Rule(
@@ -924,6 +1081,62 @@ _RULES: tuple[_Rule, ...] = (
         _starts_folded(*_SECRET_WORDS),
         _real_assigned_secret,
         generic=True,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
+        # The context rule: a random value (see _random_value) assigned or paired with a name that
+        # holds a secret's word: KEY=, "secret": , 'app_secret' => , ["SECRET_KEY"] = , X-Auth-Key: ,
+        # --token X, Key 1 (ops): X, an optional scheme word before it (Bearer, FlyV1, base64:).
+        re.compile(
+            r"(?i:key|token|secret|pass|pwd|auth|credential)"
+            r"(?P<n>[A-Za-z0-9_.-]{0,40})(?:[ \t]{1,3}\d{1,2})?(?:[ \t]{1,3}\([^()\n]{1,30}\))?"
+            r"(?:(?:\\?[\"'`\]]){0,3}[ \t]*(?:=>|[:=])[ \t]*(?:\\?[\"'`])?(?:base64:|[A-Za-z][A-Za-z0-9-]{1,24}[ \t]+)?"
+            r"|(?P<ws>[ \t]+(?:[^\s\"'`]{1,64}[ \t]+)?[\"']?))"
+            # (Possessive and bounded, with nothing after it: a crafted "token=token=..." stays linear;
+            # the first 400 characters of a longer value are enough to judge it.)
+            r"(?P<s>[A-Za-z0-9+/=_.~-]{20,400}+)"
+        ),
+        _starts_folded(*_CONTEXT_WORDS),
+        _secret_named_value,
+        generic=True,
+    ),
+    _Rule(
+        "a password written in plain text",
+        # A Markdown table with a password, secret or token column, and a real one in a row below.
+        re.compile(
+            r"(?i:passwords?|passwd|passphrase|secrets?|tokens?|api[_-]?keys?)[ \t]*\|[^\n]{0,300}\n"
+            r"[ \t]*\|?[ \t]*:?-{3,40}[-:| \t]{0,300}\n(?P<rows>(?:[ \t]*\|[^\n]{0,300}(?:\n|$)){1,50})"
+        ),
+        _starts_folded("pass", "secret", "token", "api_key", "api-key", "apikey"),
+        _table_password,
+        generic=True,
+    ),
+    _Rule(
+        "a password written in plain text",
+        # "log in to the iDRAC at 10.0.9.12 (root / <password>)": a login named, then user / password.
+        re.compile(
+            r"(?i:log ?in|credentials?)[^\n]{0,80}?[(:=][ \t]*[^\s/:()]{1,64}"
+            r"[ \t]*/[ \t]*(?P<s>[^\s()/]{8,100})"
+        ),
+        _starts_folded("login", "log in", "credential"),
+        _user_slash_password,
+        generic=True,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
+        # base64 of JSON (a dockerconfigjson): decoded and scanned with these same rules.
+        re.compile(r"(?<![A-Za-z0-9+/_.-])(?P<s>eyJ[A-Za-z0-9+/_-]{16,}={0,2})(?![A-Za-z0-9+/=_.-])"),
+        _starts("eyJ"),
+        _encoded_json_secret,
+        generic=True,
+    ),
+    _Rule(
+        "an API key passed to a client",
+        # A class given a random key as its string argument: dropbox.Dropbox('sl.<token>').
+        re.compile(r"(?<![A-Za-z0-9_])(?P<c>[A-Z][A-Za-z0-9_]{0,40})\([ \t]*([\"'])(?P<s>[A-Za-z0-9_.+/=-]{32,400})\2"),
+        # One pass finds both "('" and '("'; the match starts where the class name does.
+        (_Anchor("(", back_over=string.ascii_letters + string.digits + "_", back_max=41, followed_by="'\""),),
+        _constructor_key,
     ),
 )
 
