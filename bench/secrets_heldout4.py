@@ -19,7 +19,9 @@ Invariants:
 - No real credential, and no provider prefix written out whole in this file.
 - Every credential sample carries the credential (``secret``); look-alikes carry "".
 
-Not yet measured.
+Measured once, never tuned on (the scanner of commit 77fc266, `validate` of
+``/knowledge/notes.md``): 106 of 125 credentials caught (84.8 %), 2 of 97 look-alikes
+refused. From then on it is a tuning set, like the three before it.
 """
 
 from __future__ import annotations
