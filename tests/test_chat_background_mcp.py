@@ -141,7 +141,10 @@ def test_a_server_that_comes_up_is_announced_and_joins_the_next_request(
     prompt = screen.wait_for("bot>", after=pos)
     # Announced above the waiting prompt, without anything typed.
     screen.wait_for("MCP server 'demo' is ready: echo", after=prompt)
-    screen.wait_for(f"MCP server 'gone' failed: command 'no-such-mcp-server-{tag}' not found", after=prompt)
+    # The line wraps at a space that moves with the tag's length (it holds a process id), so
+    # the command's name is awaited on its own, after the words before it.
+    failed = screen.wait_for("MCP server 'gone' failed: command", after=prompt)
+    screen.wait_for(f"'no-such-mcp-server-{tag}'", after=failed)
     screen.type("what can you do?")
     pos = screen.wait_for("Now I have echo.", after=prompt)
     assert mcp_tools(api.requests[0]) == ["mcp__demo__echo"]

@@ -476,6 +476,12 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
 
 
+# The suite's MCP scenario starts a real server, which on a loaded machine can take longer
+# than the 10 s default connect timeout; the scenario would then run without its tools. The
+# wait ends when the server is up, so a long bound costs nothing on a quiet machine.
+SERVER_START = "600"
+
+
 def test_the_builtin_suite_runs_through_the_cli_on_the_messages_api(tmp_path: Path, chat_env: None) -> None:
     out_file = tmp_path / "results.jsonl"
     with FakeMessagesAPI() as api:
@@ -483,7 +489,8 @@ def test_the_builtin_suite_runs_through_the_cli_on_the_messages_api(tmp_path: Pa
         for _ in range(600):
             api.enqueue_callable(answer)
         proc = run("eval", "--model", "claude-sonnet-5-5", "--out", str(out_file),
-                   env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "test-key"}, timeout=300)
+                   env={"ANTHROPIC_BASE_URL": api.base_url, "ANTHROPIC_API_KEY": "test-key",
+                        "MEMAGENT_MCP_TIMEOUT": SERVER_START}, timeout=1800)
         assert api.requests
     assert proc.returncode == 0, out(proc)[-2000:] + err(proc)[-2000:]
     rows = _jsonl(out_file)
@@ -503,7 +510,8 @@ def test_the_builtin_suite_runs_through_the_cli_on_an_openai_compatible_server(t
         for _ in range(400):
             api.enqueue_callable(lambda body: "Fine.")
         proc = run("eval", "--model", "openai/gpt-test", "--out", str(out_file),
-                   env={"OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "test-key"}, timeout=300)
+                   env={"OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "test-key",
+                        "MEMAGENT_MCP_TIMEOUT": SERVER_START}, timeout=1800)
     # Mechanics: a model that answers "Fine." to everything runs every scenario and fails checks.
     assert proc.returncode == 1, err(proc)[-2000:]
     rows = _jsonl(out_file)

@@ -391,7 +391,8 @@ def test_memagent_tools_reports_and_leaves_nothing_running(tag: str, mcp_env: Pa
                           "idle": demo_server(tag)},
                          [("demo", "echo", True), ("demo", "nope"), ("gone", "x")])
     assert run("fs", "write", "/tools.json", "--agent", "bot", stdin=content).returncode == 0
-    p = run("tools", "bot")
+    # Hang guards, not timing margins: three servers start, each within MEMAGENT_MCP_TIMEOUT.
+    p = run("tools", "bot", timeout=600)
     assert p.returncode == 0, err(p)
     text = out(p)
     assert "demo  connected\n" in text and "allowed: echo (approval)" in text
@@ -399,7 +400,7 @@ def test_memagent_tools_reports_and_leaves_nothing_running(tag: str, mcp_env: Pa
     assert "offered, not allowed: image, fail, slow, big, resource, crash, secret" in text
     assert "gone  failed: command 'no-such-mcp-" in text
     assert "idle  connected" in text  # the command shows what every declared server offers
-    p = run("tools", "bot", "--json")
+    p = run("tools", "bot", "--json", timeout=600)
     data = json.loads(out(p))
     demo = next(s for s in data["servers"] if s["name"] == "demo")
     assert demo["status"] == "connected" and demo["allowed"] == ["echo"] and demo["approval"] == ["echo"]
