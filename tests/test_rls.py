@@ -23,7 +23,6 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from bench.fake_messages_api import FakeMessagesAPI
@@ -32,16 +31,14 @@ from memagent.vfs.backends import postgres_roles as roles
 from memagent.vfs.errors import VfsError
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT, err, out, run
+from tests.pg_roles import PASSWORD, role_maker, role_url
 
-PASSWORD = "correct horse battery staple"
 ALICE_AGENT = "alice_notes"
 BOB_AGENT = "bob_notes"
 # Tables every role shares or only reads (no memory in them, or the grants themselves).
 NOT_FILTERED = {"alembic_version", "memagent_grants", "memagent_roles", "embedding_state"}
 
 
-def role_url(owner_url: str, role: str) -> str:
-    return make_url(owner_url).set(username=role, password=PASSWORD).render_as_string(hide_password=False)
 
 
 @pytest.fixture
@@ -49,21 +46,8 @@ def team(fresh_pg_url: str) -> Iterator[Callable[[str], str]]:
     """``new_role(label)`` creates a uniquely named login role and returns its URL; all dropped after."""
     owner = open_store(fresh_pg_url)  # migrates to head as the owner
     owner.close()
-    engine = create_engine(fresh_pg_url)
-    made: list[str] = []
-
-    def new_role(label: str) -> str:
-        name = f"t_{label}_{uuid.uuid4().hex[:8]}"
-        assert roles.create_role(engine, name, PASSWORD)
-        made.append(name)
-        return name
-
-    try:
+    with role_maker(fresh_pg_url) as new_role:
         yield new_role
-    finally:
-        for name in made:
-            roles.drop_role(engine, name)
-        engine.dispose()
 
 
 def as_role(owner_url: str, role: str) -> Engine:

@@ -12,7 +12,6 @@ command, directly and through the transaction-pooling PgBouncer.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,16 +23,14 @@ from sqlalchemy.exc import DBAPIError
 from memagent.vfs import db, open_store
 from memagent.vfs.backends import postgres_roles as roles
 from tests.cli_helpers import err, out, run
+from tests.pg_roles import role_maker, role_url
 
-PASSWORD = "correct horse battery staple"
 ALICE_AGENT = "alice_notes"
 BOB_AGENT = "bob_notes"
 # Short, so the blocked commands below end soon; nothing asserts how soon.
 SHORT_WAIT = {"MEMAGENT_LOCK_TIMEOUT": "0.3"}
 
 
-def role_url(base_url: str, role: str) -> str:
-    return make_url(base_url).set(username=role, password=PASSWORD).render_as_string(hide_password=False)
 
 
 @pytest.fixture
@@ -45,21 +42,8 @@ def team(fresh_pg_url: str) -> Iterator[Callable[[str], str]]:
         store.create_agent(BOB_AGENT, {"/AGENTS.md": "# Bob\n", "/notes.md": "buy oat milk\n"})
     finally:
         store.close()
-    engine = create_engine(fresh_pg_url)
-    made: list[str] = []
-
-    def new_role(label: str) -> str:
-        name = f"t_{label}_{uuid.uuid4().hex[:8]}"
-        assert roles.create_role(engine, name, PASSWORD)
-        made.append(name)
-        return name
-
-    try:
+    with role_maker(fresh_pg_url) as new_role:
         yield new_role
-    finally:
-        for name in made:
-            roles.drop_role(engine, name)
-        engine.dispose()
 
 
 def lock_refused(engine: Engine, table: str) -> bool:
