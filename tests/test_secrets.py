@@ -304,6 +304,28 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
     ),
     ("a Mapbox secret token", lambda: "s" + "k.eyJ1Ijoi" + rand(ALNUM, 50, 158) + "." + rand(ALNUM, 22, 159)),
     ("a password in a netrc file", lambda: "machine api.acme.io login ops pass" + "word " + rand(HEX, 40, 160)),
+    ("a Brevo (Sendinblue) key", lambda: "xkey" + "sib-" + rand(HEX, 62, 301) + "a1-" + rand(ALNUM, 14, 302) + "Q7"),
+    ("a JFrog Artifactory API key", lambda: "AK" + "Cp" + rand(ALNUM, 66, 303) + "Ab3"),
+    (
+        "a Microsoft Teams webhook URL",
+        lambda: (
+            "https://acme.webhook.office.com/webhookb2/"
+            + "12345678-1234-1234-1234-123456789abc@12345678-1234-1234-1234-123456789abc/IncomingWebhook/"
+            + rand(HEX, 32, 304)
+            + "/12345678-1234-1234-1234-123456789abc/"
+            + rand(ALNUM, 45, 305)
+        ),
+    ),
+    ("a Honeycomb API key", lambda: "x-honeycomb-" + "team=" + rand(ALNUM, 19, 306) + "aB3"),
+    ("an API key in an HTTP header", lambda: "curl -H 'X-JFrog-Art-Api: " + rand(ALNUM, 40, 307) + "aB3'"),
+    ("an API key passed to a client", lambda: 'new AzureKeyCredential("' + rand(HEX, 30, 308) + 'a1")'),
+    ("an API key passed to a client", lambda: "algoliasearch('HWZ14UHVUQ', '" + rand(HEX, 30, 309) + "a1')"),
+    ("a password on a command line", lambda: "curl -u " + rand(ALNUM, 18, 310) + "aB3:X https://x.example.net"),
+    ("a password on a command line", lambda: "redis-cli -h c1 -a Q" + rand(ALNUM, 14, 311) + "4b"),
+    ("a password on a command line", lambda: "net use Z: \\\\fs\\f /user:ACME\\jd Q" + rand(ALNUM, 14, 312) + "4b"),
+    ("a password inside a URL", lambda: "shop:Q" + rand(ALNUM, 14, 313) + "4b@tcp(10.0.4.12:3306)/shop"),
+    ("a password written in plain text", lambda: "<pass" + "word>R?c5" + rand(ALNUM, 10, 314) + "</password>"),
+    ("a password written in plain text", lambda: "pass_phrase=*hS_.g=4" + rand(ALNUM, 8, 315)),
 ]
 
 
@@ -698,6 +720,8 @@ PREFIXES = [
     *("ops_eyJ", "st.", "LS0tLS1CRUdJTi", '"auth": "', "dckr_pat_", "docker login -p ", "gsk_", "pplx-", "tgp_v1_"),
     *("fw_", "r8_", "xai-", "sk-or-v1-", "Client('", "SECRET_KEY='", "password is ", "pass: "),
     *("glsa_", "lin_api_", "NRAK-", "pul-", "CFPAT-", "AAAAabcdefg:APA91b", "sk.eyJ", "machine h password "),
+    *("xkeysib-", "AKCp", "x-honeycomb-team=", "-H 'X-Api-Key: ", 'KeyCredential("', "algoliasearch('ab12cd34', '"),
+    *("redis-cli -a ", "net use z: /user:a ", "u:p@tcp(", "<password>", "pass_phrase="),
 ]
 
 

@@ -38,6 +38,13 @@ Invariants:
   "log in ... (user / password)", and base64 JSON (``eyJ...`` with no dots, a
   dockerconfigjson) decoded and scanned with these same rules. A JWT whose role is
   ``anon`` is public by design.
+- The fourth held-out set's contexts, general too: a password-shaped value under a
+  password's name in YAML, INI or an XML element (not a ``$``-delimited password hash); a
+  function or class named for a key, token or credential given a random string literal; a
+  client factory given (id, key) unless the text says search-only or public; curl's
+  ``-H 'X-...Api...: key'`` and ``-u <key>:``; ``redis-cli -a``; ``net use ... /user:u pw``;
+  Go's ``user:pass@tcp(...)`` DSN. A ``--secret`` flag's value made of words only is a
+  secret's name, not the secret; Razorpay's ``rzp_live_`` key id is public.
 - The path and a revision message are scanned with the same rules
   (``scan_path``, ``scan_message``); their problems say where, never what.
 - Scanning is linear in the content: a rule's start is never preceded by a
@@ -299,7 +306,54 @@ def _real_bearer(m: re.Match[str], text: str) -> bool:
     # A JWT in the header is judged as a JWT: jwt.io's example token is on countless pages.
     if m.group("s").count(".") == 2 and m.group("s").startswith("eyJ") and not _not_jwt_io_example(m, text):
         return False
-    return _mixed_body(m, text)
+    value = m.group("s")
+    # A 32+ hex digit part (Asana's 2/<user>/<app>:<hex>, many services' keys) is random too.
+    return _mixed(value) or (
+        any(c.isalpha() for c in value) and re.search(r"[0-9a-f]{32}", value) is not None and _has_digit(m, text)
+    )
+
+
+def _flag_value(m: re.Match[str], text: str) -> bool:
+    """``--secret X`` as _real_command_password, except a resource's name made of words
+    (``--secret=stripe-key`` in ``gcloud secrets versions access``): a name, not a value."""
+    if re.fullmatch(r"[a-z]+(?:[-_][a-z]+)+", m.group("s").strip("'\"")):
+        return False
+    return _real_command_password(m, text)
+
+
+def _client_key(m: re.Match[str], text: str) -> bool:
+    """A client factory's key, unless the text around it says the key is search-only or public."""
+    line_start = text.rfind("\n", 0, max(0, text.rfind("\n", 0, m.start()))) + 1
+    line_end = text.find("\n", m.end())
+    around = text[line_start : line_end if line_end >= 0 else len(text)].lower()
+    if re.search(r"search[-_ ]?only|public", around):
+        return False
+    return _key_like(m, text)
+
+
+def _called_with_key(m: re.Match[str], text: str) -> bool:
+    """A function or class named for a key, token or credential given a random string literal
+    (AzureKeyCredential("..."), Auth.api_key("...")); not one whose name says public, id, hash."""
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    head = text[max(line_start, m.start() - 48) : m.start()]
+    name = (head[len(head.rstrip(_NAME_CHARS)) :] + m.group("n")).lower()
+    if _NOT_SECRET_NAME.search(name) or any(c in name for c in _CURSOR_NAMES):
+        return False
+    value = m.group("s")
+    return _key_like(m, text) and _random_value(value)
+
+
+def _password_value(m: re.Match[str], _: str) -> bool:
+    """A value under a password's name (YAML, INI, XML element): password-shaped; a leading
+    ``%`` or ``*`` is the password's own character, not a reference, once the rest is checked."""
+    value = m.group("s")
+    name = _name_at(m, _) if "n" in m.re.groupindex else ""
+    if _NOT_SECRET_NAME.search(name) or _REFERENCE_VALUE.search(value):
+        return False
+    # A password hash (pbkdf2_sha256$870000$salt$hash, $2b$12$...) is stored instead of a password.
+    if value.count("$") >= 2:
+        return False
+    return _password_shaped(value[1:] if value[0] in "%*" else value, 8)
 
 
 def _real_command_password(m: re.Match[str], text: str) -> bool:
@@ -350,8 +404,9 @@ _REFERENCE_VALUE = re.compile(
 )
 
 
-# Keys public by design, named by their prefix: Stripe's publishable keys, Mapbox's public tokens.
-_PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "pk.eyJ")
+# Keys public by design, named by their prefix: Stripe's publishable keys, Mapbox's public tokens,
+# Razorpay's key ids (the key secret that goes with one has no prefix).
+_PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "pk.eyJ", "rzp_live_", "rzp_test_")
 
 
 def _real_quoted_value(m: re.Match[str], text: str) -> bool:
@@ -408,7 +463,7 @@ def _password_in_prose(m: re.Match[str], text: str) -> bool:
     for raw in raws:
         token = raw.strip("'\"`(").rstrip(_TRAILING)
         # Code, a flag (CFLAGS=-O2), or a value encrypted in place (ENC[...]): not a password.
-        if _ASSIGNMENT.match(token) or "(" in token or _REFERENCE_VALUE.search(token):
+        if _ONE_CASE_ASSIGNMENT.match(token) or "(" in token or _REFERENCE_VALUE.search(token):
             continue
         if _password_shaped(token, 8):
             return True
@@ -416,6 +471,9 @@ def _password_in_prose(m: re.Match[str], text: str) -> bool:
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# A variable being set (CFLAGS=-O2, db_pass=...): a name in one case. A password may hold "="
+# after mixed-case letters and digits (nOO4g8iXE=F=xU), which is no name.
+_ONE_CASE_ASSIGNMENT = re.compile(r"(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)=")
 
 
 # A name ending in "key" that says the key is public or is no credential at all.
@@ -721,7 +779,7 @@ _RULES: tuple[_Rule, ...] = (
         "a bearer token in an Authorization header",
         re.compile(
             r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic|ssws)\s+"
-            r"(?P<s>[A-Za-z0-9._~+/=-]{20,})"
+            r"(?P<s>[A-Za-z0-9._~+/=:-]{20,})"
         ),
         _starts_folded("auth"),  # "auth" rather than "authorization": the context rule's anchor, no pass of its own
         _real_bearer,
@@ -853,7 +911,7 @@ _RULES: tuple[_Rule, ...] = (
             r"(?:=|[ \t]{1,10})(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
         _starts("--"),
-        _real_command_password,
+        _flag_value,
     ),
     # Signed URLs: the signature is the credential (anyone holding the URL has the access).
     _Rule(
@@ -955,6 +1013,92 @@ _RULES: tuple[_Rule, ...] = (
         ),
         _starts_folded("login"),
         _registry_login,
+    ),
+    _prefixed("a Brevo (Sendinblue) key", ("xkeysib-", "xsmtpsib-"), r"[0-9a-f]{64}-[A-Za-z0-9]{16}\b"),
+    _prefixed("a JFrog Artifactory API key", ("AKCp",), r"[A-Za-z0-9]{60,}\b", _mixed_body),
+    _Rule(
+        "a Microsoft Teams webhook URL",
+        re.compile(
+            r"webhook\.office\.com/webhookb2/[0-9a-f-]{36}@[0-9a-f-]{36}/IncomingWebhook/"
+            r"(?P<s>[0-9a-f]{32})/[0-9a-f-]{36}"
+        ),
+        _starts("webhook.office.com/webhookb2/"),
+    ),
+    _Rule(
+        "a Honeycomb API key",
+        # OTEL_EXPORTER_OTLP_HEADERS="x-honeycomb-team=<key>": the header named as a team carries the key.
+        re.compile(r"(?i:x-honeycomb-team)[\"']?[ \t]*[=:][ \t]*[\"']?(?P<s>[A-Za-z0-9]{22,64})(?![A-Za-z0-9])"),
+        _starts_folded("x-honeycomb-team"),
+        _mixed_body,
+    ),
+    _Rule(
+        "an API key passed to a client",
+        # A client factory given (application or account id, key): algoliasearch('APPID', '<key>'),
+        # require('twilio')('AC...', '<auth token>').
+        re.compile(
+            r"(?i:algoliasearch|twilio)[\"']?\)?\([ \t]*([\"'])[A-Za-z0-9]{8,40}\1[ \t]*,[ \t]*([\"'])"
+            r"(?P<s>[A-Za-z0-9]{32,64})\2"
+        ),
+        _starts_folded("algoliasearch", "twilio"),
+        _client_key,
+    ),
+    _Rule(
+        "an API key passed to a client",
+        # A function or class named for a key given it as a string: AzureKeyCredential("<key>"),
+        # Auth.api_key("<key>"). (The anchors are the context rule's: no pass of their own.)
+        re.compile(
+            r"(?P<n>(?i:key|token|credential)[A-Za-z0-9_]{0,20})\([ \t]*([\"'])(?P<s>[A-Za-z0-9+/=_.~-]{20,400})\2"
+        ),
+        _starts_folded("key", "token", "credential"),
+        _called_with_key,
+    ),
+    _Rule(
+        "an API key in an HTTP header",
+        # curl -H 'X-JFrog-Art-Api: <key>': an X- header naming an API (key/token/auth ones: the context rule).
+        re.compile(r"-H[ \t]*[\"']?(?i:x-[a-z0-9-]*api[a-z0-9-]*)[ \t]*:[ \t]*(?P<s>[A-Za-z0-9+/=_.~-]{20,400})"),
+        _starts("-H"),
+        _key_like,
+    ),
+    _Rule(
+        "a password on a command line",
+        # curl -u <api key>: (Freshdesk, Stripe, Mailgun style: the key is the user, the password X or empty).
+        re.compile(
+            r"\bcurl(?:[ \t][^\n]{0,200}?)?[ \t](?:-u|--user)[ \t]*=?[ \t]*[\"']?"
+            r"(?P<s>[A-Za-z0-9_-]{16,100}):(?:[Xx]?)(?=[\s\"'])"
+        ),
+        _starts("curl"),
+        _key_like,
+    ),
+    _Rule(
+        "a password on a command line",
+        # redis-cli -a <password> (and --pass).
+        re.compile(
+            r"\bredis-cli\b[^\n]{0,200}?[ \t](?:-a|--pass)[ \t]+"
+            r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
+        ),
+        _starts("redis-cli"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password on a command line",
+        # net use Z: \\host\share /user:DOMAIN\user <password> ("*" makes it prompt).
+        re.compile(r"(?i:net[ \t]+use)\b[^\n]{0,200}?[ \t]/(?i:user|u):\S{1,100}[ \t]+(?P<s>[^\s/*]\S{0,200})"),
+        _starts_folded("net use"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password inside a URL",
+        # Go's MySQL DSN: user:password@tcp(host:port)/db, with no scheme. Starts where the run of
+        # user and password characters before "@tcp(" starts.
+        re.compile(
+            r"(?<![A-Za-z0-9_.!#%^&*+=?~:-])(?P<u>[A-Za-z0-9_.-]{1,64}):"
+            r"(?P<s>[A-Za-z0-9_.!#%^&*+=?~-]{1,150})@(?:tcp|unix)\("
+        ),
+        tuple(
+            _Anchor(lit, back_over=string.ascii_letters + string.digits + "_.!#%^&*+=?~:-", back_max=220)
+            for lit in ("@tcp(", "@unix(")
+        ),
+        _real_url_password,
     ),
     _prefixed("a Groq API key", ("gsk_",), r"[A-Za-z0-9]{48,}\b", _mixed_body),
     _prefixed("a Perplexity API key", ("pplx",), r"-[A-Za-z0-9]{40,}\b", _mixed_body),
@@ -1128,6 +1272,18 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"(?<![A-Za-z0-9+/_.-])(?P<s>eyJ[A-Za-z0-9+/_-]{16,}={0,2})(?![A-Za-z0-9+/=_.-])"),
         _starts("eyJ"),
         _encoded_json_secret,
+        generic=True,
+    ),
+    _Rule(
+        "a password written in plain text",
+        # A password's name, then "=", ":" or an XML element's ">", then the value alone to the end of
+        # the line or the element (pass_phrase=..., password: %Ufp..., <password>...</password>).
+        re.compile(
+            r"(?m)(?<![A-Za-z0-9])(?i:pass(?:_?phrase|w(?:or)?d)?|pwd)(?P<n>[A-Za-z0-9_-]{0,20})"
+            r"(?:[ \t]*[:=][ \t]*|>)(?P<s>[^\s\"'`<>]{8,100})(?:<|[ \t\r]*$)"
+        ),
+        _starts_folded("pass", "pw"),
+        _password_value,
         generic=True,
     ),
     _Rule(
