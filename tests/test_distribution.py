@@ -24,9 +24,11 @@ from pathlib import Path
 import pytest
 
 from bench.fake_messages_api import FakeMessagesAPI
+from setup import ROOTS
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("vfs", "validators", "agent", "skills_templates", "integrations")
+# The product folders are the build's own list (setup.py), not a second copy of it.
+PRODUCT = ROOTS
 DATA_SUFFIXES = {".md", ".yaml", ".json", ".txt", ".ini", ".mako"}
 BUILT_IN_PROVIDERS = ("anthropic", "openai", "openai-compatible", "ollama")
 
