@@ -99,10 +99,10 @@ class MemoryFolder:
         if approve == "yolo":
             return writes.yolo
         if approve == "queue":
-            database = getattr(self.store, "db", None)
-            if database is None:
+            queue = self.queue_policy()
+            if queue is None:
                 raise VfsError('approve="queue" needs a store with a database engine (open_store gives one)')
-            return writes.queue(ProposalStore(database), self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
+            return queue
         if callable(approve):
             return writes.asking(approve)
         raise VfsError(f'approve must be a callback, "yolo" or "queue", not {approve!r}')
