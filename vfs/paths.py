@@ -64,6 +64,14 @@ def scope_name(kind: ScopeKind, ident: str) -> str:
     return f"{kind}:{ident}"
 
 
+def scope_kind(scope: str) -> ScopeKind | None:
+    """The kind of a scope name, or None for a string that is not one (a trusted caller's bare name)."""
+    try:
+        return parse_scope(scope)[0]
+    except ValueError:
+        return None
+
+
 def parse_scope(scope: str) -> tuple[ScopeKind, str]:
     """``agent:ada`` -> ``("agent", "ada")``; a ValueError names a string that is not a scope."""
     head, sep, ident = scope.partition(":")

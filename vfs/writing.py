@@ -154,7 +154,7 @@ class Writing(StoreCore):
                 args = {"scope": scope, "depth": prefix.count("/"), "lo": lo, "hi": hi}
                 siblings = {e.name: "folder" if e.is_dir else "file"
                             for e in self.db.backend.ls_entries(conn, args, len(prefix))}
-            if folder == "/" and scope.startswith("agent:"):  # an agent's root holds the mounts' names
+            if folder == "/" and paths.scope_kind(scope) == "agent":  # an agent's root holds the mounts' names
                 siblings.update(dict.fromkeys(paths.MOUNTS, "mount"))
             seen: dict[str, tuple[str, str]] = {}  # key -> (name, kind), existing names first
             for name, kind in siblings.items():
