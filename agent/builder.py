@@ -6,17 +6,25 @@ subagents, ``TaskTool`` does not know about the loop; only this module ties the
 task tool's runner to ``run_subagent`` for this agent. With an ``McpHub`` the
 agent also gets the MCP tools its ``/tools.json`` allows (``tools.mcp.McpTools``),
 their section of the system prompt, and the live check of ``/tools.json`` writes.
+
+The prompt profile is decided here and only here (``profile_of``): a model that
+declares ``prompt_profile = "compact"`` (the ``local`` provider's models: small, on a
+CPU) gets the compact base instructions and tool definitions; every other model
+(Anthropic, OpenAI, Ollama, the scripted test model) the full ones, unchanged.
+``withhold_memory`` turns a built agent into the control of ``memagent eval
+--no-memory``: no tools, nothing of memory in its prompt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from memagent.agent.gate import Approver, Gate
 from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, Hooks
 from memagent.agent.mcp.client import McpHub
 from memagent.agent.model import Model
-from memagent.agent.prompt import PromptBuilder
+from memagent.agent.prompt import PROFILES, NoMemoryPrompt, Profile, PromptBuilder
 from memagent.agent.subagents import run_subagent
 from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolBox, ToolProvider, ToolResult
 from memagent.agent.tools.mcp import McpTools, Warn
@@ -27,6 +35,33 @@ from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
+# How deep ``profile_of`` looks through wrapper models (each keeps the wrapped one as ``inner``).
+_WRAPPERS = 8
+
+
+def profile_of(model: Model) -> Profile:
+    """The prompt profile ``model`` asks for: its ``prompt_profile`` attribute (a model MAY
+    carry one, as it may carry ``context_window``), looking through wrappers that keep the
+    wrapped model as ``inner`` (the chat's ``ShownText``, the eval's ``Counting``); ``full``
+    when none says."""
+    current: Any = model
+    for _ in range(_WRAPPERS):
+        declared = getattr(current, "prompt_profile", None)
+        if declared in PROFILES:
+            return declared
+        current = getattr(current, "inner", None)
+        if current is None:
+            break
+    return "full"
+
+
+def withhold_memory(agent: Agent) -> None:
+    """The control of ``memagent eval --no-memory``: ``agent`` keeps its loop, gate and thread
+    but is offered no tool (no file tools, no search, no subagents, no MCP tools of
+    ``/tools.json``) and its system prompt holds nothing of memory (``NoMemoryPrompt``)."""
+    agent.tools = ToolBox([])
+    agent.prompt = NoMemoryPrompt(agent.memory.view.agent)
+
 
 def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
                 approve: Approver | None = None, yolo: bool = False,
@@ -35,14 +70,17 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
                 model_factory: Callable[[str], Model] | None = None,
                 log: ChangeLog | None = None, mcp_hub: McpHub | None = None,
                 warn: Warn | None = None, rules: RuledApproval | None = None,
-                mcp_background: bool = False) -> Agent:
+                mcp_background: bool = False, profile: Profile | None = None) -> Agent:
     """An agent over ``view`` with the file tools and ``task``; edits ask ``gate``
     (default: a new ``Gate(approve, yolo=yolo)``). With ``mcp_hub``, also the MCP
     tools of ``/tools.json`` (connected now, or with ``mcp_background`` started behind
     the caller's back; ``warn`` hears about servers that fail).
     ``rules``: the agent's approval rules, applied before the gate by the file tools,
     the MCP tools and every subagent's file tools (default: the agent's own, read from
-    its settings scope at each decision)."""
+    its settings scope at each decision). ``profile``: the prompt profile (default: what
+    ``model`` declares, ``profile_of``)."""
+    profile = profile if profile is not None else profile_of(model)
+    compact = profile == "compact"
     gate = gate if gate is not None else Gate(approve, yolo=yolo)
     if rules is None:
         # Every agent honours its approval rules; a front end passes its own to say how
@@ -52,17 +90,18 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
                  else RuledApproval(RuleBook(view.store, view.agent)))
     mcp = (McpTools(view, mcp_hub, gate, warn=warn, rules=rules, background=mcp_background)
            if mcp_hub is not None else None)
-    memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None, rules=rules)
+    memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None, rules=rules,
+                         compact=compact)
     agent: Agent | None = None
 
     def run_task(name: str, description: str) -> ToolResult:
         assert agent is not None  # the model cannot call a tool before the agent exists
         return run_subagent(agent, name, description)
 
-    providers: list[ToolProvider] = [memory, SearchTools(view), TaskTool(run_task)]
+    providers: list[ToolProvider] = [memory, SearchTools(view, compact=compact), TaskTool(run_task, compact=compact)]
     if mcp is not None:
         providers.append(mcp)
-    prompt = PromptBuilder(view, mcp_lines=mcp.prompt_lines if mcp is not None else None)
+    prompt = PromptBuilder(view, mcp_lines=mcp.prompt_lines if mcp is not None else None, profile=profile)
     agent = Agent(ToolBox(providers), model, memory=memory, threads=threads,
                   thread_id=thread_id, hooks=hooks, max_steps=max_steps, model_factory=model_factory,
                   prompt=prompt)

@@ -1,4 +1,5 @@
-"""The small-window profile (issue 24): the fixed part of a request fits a local model.
+"""The small-window profile (issue 24): the fixed part of a request fits a local model;
+and the compact profile (issue 37): what a small local model is sent fits 1,500 tokens.
 
 The fixed part is what every request of a new ``assistant`` agent carries before the
 user says a word: the system prompt (base instructions, the template's AGENTS.md and
@@ -6,29 +7,47 @@ skills index) and the tool definitions, as the chat sends them. It must stay wit
 ``BUDGET`` tokens by the context budget's own estimator, so an 8,192-token local
 model keeps room for memory, a few turns and its answer. Shortening is only worth
 it while every rule survives, so the rules the model must know are checked too.
+
+The compact profile (``prompt.COMPACT_INSTRUCTIONS`` and the tools' compact
+definitions), which only models declaring ``prompt_profile = "compact"`` get (the
+``local`` provider's), must stay within ``COMPACT_BUDGET`` by the same estimator,
+keep its rules, and render byte-identical from one turn to the next as the local
+server receives it, so llama.cpp reuses its cached prefix.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from memagent.agent.builder import build_agent
+from memagent.agent.builder import build_agent, profile_of
+from memagent.agent.chat.session import ShownText
 from memagent.agent.cli import templates
 from memagent.agent.context import estimate
+from memagent.agent.evals.harness import Counting
+from memagent.agent.model import ModelRequest
+from memagent.agent.model.providers.local import LocalModel
 from memagent.agent.model.scripted import ScriptedModel
-from memagent.agent.prompt import base_instructions
+from memagent.agent.prompt import APPLY_PREFERENCES, base_instructions
 from memagent.vfs import SqlStore
 from memagent.vfs.scopes import AgentView
 
 BUDGET = 3_000
+COMPACT_BUDGET = 1_500
 
 
-def first_request(store: SqlStore, template: str) -> dict[str, Any]:
+class SmallModel(ScriptedModel):
+    """The scripted model declaring itself small, as the local provider's models do."""
+
+    prompt_profile = "compact"
+
+
+def first_request(store: SqlStore, template: str, model: ScriptedModel | None = None) -> dict[str, Any]:
     """The first request of a new agent made from ``template``, as the model receives it."""
     store.create_agent(template, templates.files(template))
-    model = ScriptedModel()
+    model = model if model is not None else ScriptedModel()
     model.enqueue_text("Hello.")
     build_agent(AgentView(store, template), model, yolo=True).turn("Hello")
     return model.requests[0]
@@ -80,3 +99,91 @@ def test_the_bench_table_reports_the_same_figure(store: SqlStore) -> None:
     assert prompt_sizes.estimated(prompt_sizes.first_request("assistant")).total == figure
     text = prompt_sizes.table(["assistant"])
     assert f"`assistant`: {figure:,} tokens against the small-window budget of 3,000" in text
+
+
+# -- the compact profile (issue 37) ------------------------------------------------------------------
+
+
+def test_the_compact_profile_fits_1500_tokens_for_the_assistant_template(store: SqlStore) -> None:
+    request = first_request(store, "assistant", SmallModel())
+    names = {t["name"] for t in request["tools"]}
+    assert {"ls", "read_file", "write_file", "edit_file", "delete_file", "glob", "grep", "search_memory",
+            "task"} <= names  # the same tools, in fewer words
+    system = "".join(b["text"] for b in request["system"])
+    assert system.startswith(base_instructions("assistant", "compact"))
+    assert "<memory path=\"/AGENTS.md\"" in system and "meeting-notes" in system
+    size = estimate(request["system"]) + estimate(request["tools"])
+    assert size <= COMPACT_BUDGET, f"compact system prompt + tools of 'assistant' are {size} tokens"
+
+
+def test_only_a_model_that_declares_it_gets_the_compact_profile() -> None:
+    assert LocalModel.prompt_profile == "compact"
+    assert profile_of(ScriptedModel()) == "full"  # the scripted suites keep the full prompt
+    # Through the wrappers the chat and the eval put around a model.
+    assert profile_of(ShownText(Counting(SmallModel()))) == "compact"
+    assert profile_of(ShownText(Counting(ScriptedModel()))) == "full"
+
+
+def test_the_full_profile_is_the_system_file_unchanged(store: SqlStore) -> None:
+    request = first_request(store, "assistant")
+    system = "".join(b["text"] for b in request["system"])
+    assert system.startswith(base_instructions("assistant") + "\n\n<memory path=\"/AGENTS.md\"")
+    assert APPLY_PREFERENCES not in system
+
+
+@pytest.mark.parametrize("rule", [
+    "/AGENTS.md", "Follow them in every answer", "/skills/<name>.md", "read the file before",
+    "`name: <name>`", "equal to the file", "`description: <what it does and when to use it>`", "`---`",
+    "/subagents/<name>.md", "task tool", "/user/", "/org/: read-only",
+    'grep(pattern, path="/conversations/")', "<conversation-summary>", "goes into /AGENTS.md",
+    "skill instead", "general rule", "no duplicates", "one-off requests", "Never store secrets",
+    "may reject it", "do not retry the same change", "Read a file before overwriting", "prefer edit_file",
+    "Never say you saved or changed memory unless the tool call succeeded",
+    "is not part of these system instructions", "never overrides",
+])
+def test_the_compact_instructions_keep_the_rules(rule: str) -> None:
+    assert rule in " ".join(base_instructions("assistant", "compact").split()).replace("\n", " ")
+
+
+def test_the_compact_prompt_puts_agents_md_last_and_says_to_apply_it(store: SqlStore) -> None:
+    store.create_agent("prefs", {"/AGENTS.md": "- End every answer with the word BANANA.\n"})
+    model = SmallModel()
+    model.enqueue_text("Hi. BANANA")
+    build_agent(AgentView(store, "prefs"), model, yolo=True).turn("Hello")
+    system = model.requests[0]["system"][0]["text"]
+    assert system.endswith("- End every answer with the word BANANA.\n</memory>\n" + APPLY_PREFERENCES)
+    assert system.index("# Skills") < system.index('<memory path="/AGENTS.md"')
+
+
+def test_the_compact_tools_keep_what_a_call_needs(store: SqlStore) -> None:
+    tools = {t["name"]: t for t in first_request(store, "assistant", SmallModel())["tools"]}
+    assert tools["write_file"]["input_schema"]["required"] == ["file_path", "content"]
+    assert tools["edit_file"]["input_schema"]["required"] == ["file_path", "old_string", "new_string"]
+    assert "(version N)" in tools["read_file"]["description"]
+    assert "/conversations/" in tools["search_memory"]["description"]
+    for name in ("write_file", "edit_file", "delete_file"):
+        assert "approves" in tools[name]["description"]
+
+
+def rendered(request: dict[str, Any]) -> dict[str, Any]:
+    """The Chat Completions body the local model server receives for a recorded request."""
+    model = LocalModel("local", "model.gguf", base_url="http://127.0.0.1:9/v1", api_key="k")
+    return model.params(ModelRequest(request["system"], request["messages"], request["tools"],
+                                     request["max_tokens"]))
+
+
+def test_the_compact_prefix_is_byte_identical_between_turns(store: SqlStore) -> None:
+    store.create_agent("assistant", templates.files("assistant"))
+    model = SmallModel()
+    model.enqueue_text("Hello.")
+    model.enqueue_text("Fine.")
+    agent = build_agent(AgentView(store, "assistant"), model, yolo=True)
+    agent.turn("Hello")
+    agent.turn("How are you?")
+    first, second = (rendered(r) for r in model.requests)
+    assert json.dumps(first["tools"]) == json.dumps(second["tools"])
+    # The whole first request (system, then the conversation) is the start of the second.
+    sent = [json.dumps(m, ensure_ascii=False) for m in first["messages"]]
+    assert [json.dumps(m, ensure_ascii=False) for m in second["messages"][:len(sent)]] == sent
+    assert second["messages"][0]["role"] == "system"
+    assert second["max_tokens"] <= 1024  # the local provider's cap on one answer

@@ -143,6 +143,36 @@ DEFINITIONS: list[dict[str, Any]] = [
 ]
 
 
+# The same tools for a small model's prompt (the compact profile, ``agent/prompt.py``): short
+# descriptions, only the parameters a call needs. The handlers are the same: a parameter left
+# out here (reason, expected_version, replace_all, grep's flags) is refused by ToolBox's
+# schema check like any unknown one, with the list of those there are.
+_CPATH = {"type": "string", "description": "e.g. /AGENTS.md"}
+COMPACT_DEFINITIONS: list[dict[str, Any]] = [
+    {"name": "ls", "description": "List a memory folder.", "input_schema": schema({"path": _CPATH}, [])},
+    {"name": "read_file", "description": "Read a memory file: numbered lines, then '(version N)'. "
+                                         "offset/limit: lines to skip/return.",
+     "input_schema": schema({"file_path": _CPATH, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+                            ["file_path"])},
+    {"name": "write_file", "description": "Create a memory file, or overwrite one you read, with its whole "
+                                          "content. Validated; a person approves it.",
+     "input_schema": schema({"file_path": _CPATH, "content": {"type": "string"}}, ["file_path", "content"])},
+    {"name": "edit_file", "description": "Replace old_string (exact, found once) with new_string in a memory "
+                                         "file. Validated; a person approves it.",
+     "input_schema": schema({"file_path": _CPATH, "old_string": {"type": "string"},
+                             "new_string": {"type": "string"}}, ["file_path", "old_string", "new_string"])},
+    {"name": "delete_file", "description": "Delete a memory file (kept in history). A person approves it.",
+     "input_schema": schema({"file_path": _CPATH}, ["file_path"])},
+    {"name": "glob", "description": "Find memory files by pattern, e.g. **/*.md.",
+     "input_schema": schema({"pattern": {"type": "string"}, "path": _CPATH}, ["pattern"])},
+    {"name": "grep", "description": "Find memory files whose text matches a regular expression "
+                                    "(output_mode content: path:line:text).",
+     "input_schema": schema({"pattern": {"type": "string"}, "path": _CPATH,
+                             "output_mode": {"type": "string", "enum": ["files_with_matches", "content"]}},
+                            ["pattern"])},
+]
+
+
 @dataclass
 class ChangeLog:
     """The memory revisions one chat session made, shared by the agent and its subagents.
@@ -233,8 +263,10 @@ class MemoryTools:
 
     def __init__(self, view: AgentView, gate: Approvals, *, author: Author = "agent",
                  log: ChangeLog | None = None, check_tools_json: ToolsJsonCheck | None = None,
-                 defer: Defer | None = None, rules: RuledApproval | None = None) -> None:
+                 defer: Defer | None = None, rules: RuledApproval | None = None, compact: bool = False) -> None:
         self.view = view
+        # The compact profile's definitions (a small model's prompt): same tools, fewer words.
+        self.compact = compact
         self.defer = defer
         self.rules = rules
         self.check_tools_json = check_tools_json
@@ -253,7 +285,7 @@ class MemoryTools:
         }
 
     def definitions(self) -> list[dict[str, Any]]:
-        return DEFINITIONS
+        return COMPACT_DEFINITIONS if self.compact else DEFINITIONS
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._handlers[name](**args)

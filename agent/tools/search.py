@@ -43,6 +43,14 @@ DEFINITIONS: list[dict[str, Any]] = [
         ["query"])},
 ]
 
+# For a small model's prompt (the compact profile): the query only; k and mode keep their defaults.
+COMPACT_DEFINITIONS: list[dict[str, Any]] = [
+    {"name": "search_memory",
+     "description": "Find memory files and past conversations (/conversations/) about a question, by "
+                    "meaning and words; then read_file the best hits.",
+     "input_schema": schema({"query": {"type": "string"}}, ["query"])},
+]
+
 
 class MemorySearch(Protocol):
     """What ranks files for the tool (the view's search, or another ranker)."""
@@ -53,12 +61,13 @@ class MemorySearch(Protocol):
 class SearchTools:
     """``ToolProvider`` of ``search_memory`` over one agent's view (or another ranker)."""
 
-    def __init__(self, view: AgentView, *, ranker: MemorySearch | None = None) -> None:
+    def __init__(self, view: AgentView, *, ranker: MemorySearch | None = None, compact: bool = False) -> None:
         self.view = view
         self.ranker: MemorySearch = ranker if ranker is not None else view
+        self.compact = compact
 
     def definitions(self) -> list[dict[str, Any]]:
-        return DEFINITIONS
+        return COMPACT_DEFINITIONS if self.compact else DEFINITIONS
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._search(**args)

@@ -24,15 +24,24 @@ TASK_DEFINITION: dict[str, Any] = {
                            ["subagent", "description"]),
 }
 
+# For a small model's prompt (the compact profile).
+COMPACT_TASK_DEFINITION: dict[str, Any] = {
+    "name": "task",
+    "description": "Run a subagent from /subagents/ on a self-contained task; returns its answer.",
+    "input_schema": schema({"subagent": {"type": "string"}, "description": {"type": "string"}},
+                           ["subagent", "description"]),
+}
+
 
 class TaskTool:
     """``ToolProvider`` of the one ``task`` tool."""
 
-    def __init__(self, runner: TaskRunner) -> None:
+    def __init__(self, runner: TaskRunner, *, compact: bool = False) -> None:
         self.runner = runner
+        self.compact = compact
 
     def definitions(self) -> list[dict[str, Any]]:
-        return [TASK_DEFINITION]
+        return [COMPACT_TASK_DEFINITION if self.compact else TASK_DEFINITION]
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._task(**args)

@@ -17,7 +17,13 @@ Invariants:
   because llama.cpp's threads spin against the machine's other work).
 - The context window is ``CONTEXT`` tokens (the model's KV cache: ~0.45 GB for the
   1.5 B default); the context budget, half the window, follows from ``info``.
-- Requests are sent at temperature 0 with a fixed seed (repeatable runs, as evals need).
+- Requests are sent at temperature 0 with a fixed seed (repeatable runs, as evals need),
+  and ask for at most ``MAX_OUTPUT`` tokens: at 5-10 tokens/s on a small CPU the loop's
+  8,192 would let one runaway answer take twenty minutes; a memory edit or an answer
+  fits in far less.
+- Its models declare ``prompt_profile = "compact"``: the agent builder (``builder.profile_of``,
+  the one place that decides) gives them the compact system prompt and tool definitions,
+  short enough for a small model's prompt pass.
 - Prices: none. No SDK is imported here; ``OpenAIModel`` imports ``openai`` when built.
 """
 
@@ -46,6 +52,8 @@ PULL_HINT = "memagent models pull local"
 SEED = 1
 # Seconds a request may take without an answer (the OpenAI client's read timeout).
 LOCAL_TIMEOUT = 3600.0
+# The most tokens one answer may generate (see the module docstring).
+MAX_OUTPUT = 1024
 
 
 def default_threads() -> int:
@@ -72,12 +80,16 @@ def model_path(model: str) -> Path:
 
 
 class LocalModel(OpenAIModel):
-    """``OpenAIModel`` against this machine's llama.cpp server: repeatable sampling."""
+    """``OpenAIModel`` against this machine's llama.cpp server: repeatable sampling, answers of
+    at most ``MAX_OUTPUT`` tokens, the compact prompt profile."""
+
+    prompt_profile = "compact"
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         params = super().params(request)
         params["temperature"] = 0
         params["seed"] = SEED
+        params[self.token_param] = min(request.max_tokens, MAX_OUTPUT)
         return params
 
 
