@@ -26,6 +26,10 @@ Invariants:
   ``zlib.crc32(f"heldout5/{name}")``).
 - No real credential, and no provider prefix written out whole in this file.
 - Every credential sample carries the credential (``secret``); look-alikes carry "".
+
+Measured once, never tuned on (the scanner of commit e8c55be, `validate` of
+``/knowledge/notes.md``): 184 of 245 credentials caught (75.1 %), 10 of 152 look-alikes
+refused. From then on it is a tuning set, like the four before it.
 """
 
 from __future__ import annotations
