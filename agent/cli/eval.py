@@ -169,15 +169,20 @@ class _Progress:
 @click.option("--list", "list_only", is_flag=True, help="List the scenarios (with -k: those it selects) and exit.")
 @click.option("--scratch-db", "scratch_db", default=None, metavar="URL",
               help="A database server to run in (each run a new agent); default: a temporary SQLite file per run.")
+@click.option("--no-memory", "no_memory", is_flag=True,
+              help="The control: the agent gets no memory tools and no memory in its prompt (compare the two runs "
+                   "to see what memory adds).")
 def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | None, runs: int, out: str | None,
              pattern: str | None, longmemeval: str | None, locomo: str | None, judge: str | None, use_reflect: bool,
-             retrieval_only: bool, top: int, limit: int | None, list_only: bool, scratch_db: str | None) -> None:
+             retrieval_only: bool, top: int, limit: int | None, list_only: bool, scratch_db: str | None,
+             no_memory: bool) -> None:
     """Does memory work? Run memory scenarios (or a benchmark) on a model in throwaway agents.
 
     \b
     memagent eval                          the built-in suite (or: eval builtin)
     memagent eval my.yaml scenarios/       your own scenario files
     memagent eval --model ollama/qwen3:8b -k remember --out results.jsonl
+    memagent eval --no-memory --out control.jsonl   the same with memory withheld
     memagent eval --longmemeval longmemeval_s.json --limit 20
     memagent eval --locomo locomo10.json --retrieval-only
     memagent eval compare before.jsonl after.jsonl
@@ -199,6 +204,9 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
         _usage("--retrieval-only, --judge, --reflect and --limit go with --longmemeval FILE or --locomo FILE")
     if bench is not None and (targets or pattern):
         _usage("give scenarios or a benchmark file, not both")
+    if bench is not None and no_memory:
+        _usage("--no-memory is the control of scenario runs; a benchmark's questions are about its history, "
+               "so run it without --no-memory")
     given = click.get_current_context().get_parameter_source
     if bench is not None and given("runs") is not ParameterSource.DEFAULT:
         _usage("--runs repeats scenarios; a benchmark runs once (run it again with another --out)")
@@ -221,7 +229,7 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
                 runner = _benchmark(bench[0], bench[1], model_name, base_url, judge, use_reflect, retrieval_only,
                                     top, limit, scratch_db)
             else:
-                runner = _scenarios(targets, pattern, model_name, base_url, runs, scratch_db)
+                runner = _scenarios(targets, pattern, model_name, base_url, runs, scratch_db, memory=not no_memory)
             for result in runner:
                 finished.append(result)
                 if out and sink is None:
@@ -275,7 +283,7 @@ def _open_out(path: Path) -> IO[str]:
 
 
 def _scenarios(targets: tuple[str, ...], pattern: str | None, model_name: str | None, base_url: str | None,
-               runs: int, scratch_db: str | None) -> Iterator[ScenarioResult]:
+               runs: int, scratch_db: str | None, *, memory: bool = True) -> Iterator[ScenarioResult]:
     from memagent.agent.evals.harness import preflight, run_scenario
 
     loaded = _load(targets, pattern)
@@ -286,7 +294,8 @@ def _scenarios(targets: tuple[str, ...], pattern: str | None, model_name: str | 
     try:
         for scenario in loaded:
             for n in range(1, runs + 1):
-                yield run_scenario(scenario, model, templates=templates.files, db_url=scratch_db, run=n)
+                yield run_scenario(scenario, model, templates=templates.files, db_url=scratch_db, run=n,
+                                   memory=memory)
                 progress.step()
     finally:
         progress.close()

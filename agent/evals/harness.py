@@ -12,6 +12,11 @@ Invariants:
   so they appear under ``/conversations/`` as real ones do.
 - Tokens and cost are counted per model response (``Counting``), priced through the
   registry (``pricing.cost_usd``); cost is None when the price is unknown.
+- With ``memory=False`` (``memagent eval --no-memory``, the control) every session's
+  agent is offered no tool and its system prompt holds nothing of memory
+  (``builder.withhold_memory``); the agent is still seeded, so the memory checks look
+  at what the control left, and a ``reflect`` step does nothing. The result says
+  which mode it ran in (``ScenarioResult.memory``).
 - A set-up problem (a template that does not exist, a file that fails validation,
   a database that cannot be opened) raises ``SetupError``; a model error ends the
   scenario with its checks failed and the error in the result, never a traceback.
@@ -29,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memagent.agent.builder import withhold_memory
 from memagent.agent.chat import slash
 from memagent.agent.chat.session import Session, build_session
 from memagent.agent.chat.ui.base import UI, PromptInfo
@@ -84,6 +90,11 @@ class ScenarioResult:
     seconds: float = 0.0
     requests: int = 0
     error: str | None = None
+    memory: bool = True  # False: the control run, memory withheld (--no-memory)
+
+    @property
+    def mode(self) -> str:
+        return "memory" if self.memory else "no-memory"
 
     @property
     def passed(self) -> int:
@@ -257,11 +268,12 @@ class Run:
     """The state of one scenario run (see the module docstring)."""
 
     def __init__(self, scenario: Scenario, model: Counting, store: SqlStore, agent: str, run: int = 1,
-                 ui: EvalUI | None = None) -> None:
+                 ui: EvalUI | None = None, *, memory: bool = True) -> None:
         self.scenario = scenario
         self.model = model
         self.store = store
-        self.result = ScenarioResult(scenario.name, run)
+        self.memory = memory
+        self.result = ScenarioResult(scenario.name, run, memory=memory)
         self.view = AgentView(store, agent, user=EVAL_USER)
         self.threads = ThreadStore(store.db)
         self.ui = ui or EvalUI()
@@ -277,7 +289,7 @@ class Run:
 
     @classmethod
     def start(cls, scenario: Scenario, model: Model, store: SqlStore, agent: str, run: int,
-              templates: Templates) -> Run:
+              templates: Templates, *, memory: bool = True) -> Run:
         """A new agent ``agent`` seeded as ``scenario`` says (files, knowledge, past threads)."""
         files: dict[str, str] = {}
         if scenario.template is not None:
@@ -291,7 +303,7 @@ class Run:
             store.create_agent(agent, files)
         except VfsError as err:
             raise SetupError(f"{scenario.source}: a starting file is refused: {err}") from None
-        self = cls(scenario, Counting(model), store, agent, run)
+        self = cls(scenario, Counting(model), store, agent, run, memory=memory)
         if scenario.threads:
             self.threads.create_many(agent, model.name, [list(t) for t in scenario.threads])
         self.start_versions = versions(self.view)
@@ -314,6 +326,8 @@ class Run:
         self.close()
         session = build_session(self.view, self.model, self.ui, threads=self.threads,
                                 context_budget=self.scenario.context_budget)
+        if not self.memory:
+            withhold_memory(session.agent)
         self.session = session
         return session
 
@@ -352,6 +366,9 @@ class Run:
     def _step(self, n: int, step: Step) -> None:
         self.ui.approve = step.approve
         if step.command == "reflect":
+            if not self.memory:
+                self.answer = "reflect skipped: memory is withheld (--no-memory)"
+                return
             queue = ProposalStore(self.store.db)
             outcome = reflect(self.view, self.model, queue, yolo=step.approve == "all")
             self.answer = outcome.message
@@ -418,8 +435,9 @@ def preflight(scenario: Scenario, templates: Templates) -> None:
 
 
 def run_scenario(scenario: Scenario, model: Model, *, templates: Templates, db_url: str | None = None,
-                 run: int = 1) -> ScenarioResult:
-    """Run ``scenario`` once with ``model`` in a fresh agent (see the module docstring)."""
+                 run: int = 1, memory: bool = True) -> ScenarioResult:
+    """Run ``scenario`` once with ``model`` in a fresh agent (see the module docstring);
+    ``memory=False``: the control, memory withheld from the agent."""
     with scratch(db_url) as (store, agent):
-        return Run.start(scenario, model, store, agent, run, templates).run()
+        return Run.start(scenario, model, store, agent, run, templates, memory=memory).run()
 

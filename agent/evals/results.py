@@ -3,12 +3,15 @@
 A results file holds, per scenario run, one object per check::
 
     {"type": "check", "scenario", "run", "check", "label", "where", "line", "passed": bool, "detail",
-     ["answer", "memory_diff"] (failures only)}
+     ["answer", "memory_diff"] (failures only), "mode"}
 
 then one summary object::
 
     {"type": "summary", "scenario", "run", "passed", "total", "tokens", "cost_usd", "seconds",
-     "requests", "error"}
+     "requests", "error", "mode"}
+
+``mode`` is ``memory`` or ``no-memory`` (the control: ``memagent eval --no-memory``); a
+line without it (an earlier version's) ran with memory.
 
 Invariants:
 - Every line is one JSON object with ``scenario``, and ``passed`` (a bool on checks,
@@ -44,10 +47,12 @@ def lines(result: ScenarioResult) -> Iterator[dict[str, Any]]:
         if not c.passed:
             obj["answer"] = c.answer
             obj["memory_diff"] = c.memory_diff
+        obj["mode"] = result.mode
         yield obj
     yield {"type": "summary", "scenario": result.scenario, "run": result.run, "passed": result.passed,
            "total": result.total, "tokens": result.tokens, "cost_usd": result.cost_usd,
-           "seconds": round(result.seconds, 3), "requests": result.requests, "error": result.error}
+           "seconds": round(result.seconds, 3), "requests": result.requests, "error": result.error,
+           "mode": result.mode}
 
 
 def write(out: IO[str], result: ScenarioResult) -> None:
@@ -61,7 +66,8 @@ def _cost(value: float | None) -> str:
 
 
 def table(results: Iterable[ScenarioResult]) -> list[str]:
-    """The table: scenario, checks passed / total, tokens, cost, time; a total line."""
+    """The table: scenario, checks passed / total, tokens, cost, time; a total line; under a
+    control run (memory withheld) a last line saying so."""
     rows = list(results)
     width = max([len("scenario"), *(len(r.scenario) + (len(f" #{r.run}") if r.run > 1 else 0) for r in rows)])
     out = [f"{'scenario':<{width}}  {'checks':>7}  {'tokens':>9}  {'cost':>9}  {'time':>7}"]
@@ -75,6 +81,8 @@ def table(results: Iterable[ScenarioResult]) -> list[str]:
     cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
     out.append(f"{'total':<{width}}  {f'{passed}/{total}':>7}  {sum(r.tokens for r in rows):>9,}  "
                f"{_cost(cost):>9}  {sum(r.seconds for r in rows):>6.1f}s")
+    if any(not r.memory for r in rows):
+        out.append("mode: no-memory (the control: no memory tools, no memory in the prompt)")
     return out
 
 
@@ -114,6 +122,7 @@ class Summary:
     seconds: float
     runs: int
     failed_checks: frozenset[str]
+    mode: str = "memory"  # "no-memory": a control run (--no-memory)
 
 
 def load(path: Path) -> dict[str, Summary]:
@@ -142,7 +151,8 @@ def load(path: Path) -> dict[str, Summary]:
                                   (s.total if s else 0) + int(obj.get("total", 0)),
                                   (s.tokens if s else 0) + int(obj.get("tokens", 0)),
                                   (s.seconds if s else 0.0) + float(obj.get("seconds", 0.0)),
-                                  (s.runs if s else 0) + 1, frozenset())
+                                  (s.runs if s else 0) + 1, frozenset(),
+                                  "no-memory" if obj.get("mode") == "no-memory" else "memory")
         elif obj.get("passed") is False:
             failed.setdefault(name, set()).add(str(obj.get("label") or obj.get("check")))
     if not found:
@@ -159,6 +169,9 @@ def _cell(s: Summary | None) -> str:
 def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: str) -> tuple[list[str], int]:
     """Side-by-side lines per scenario and how many scenarios differ in checks passed."""
     names = sorted(set(a) | set(b))
+    # A control run's column says so: the difference between the two is what memory adds.
+    a_name += " (no memory)" if any(s.mode == "no-memory" for s in a.values()) else ""
+    b_name += " (no memory)" if any(s.mode == "no-memory" for s in b.values()) else ""
     width = max([len("scenario"), *(len(n) for n in names)])
     wa, wb = max(len(a_name), 7), max(len(b_name), 7)
     out = [f"{'scenario':<{width}}  {a_name:>{wa}}  {b_name:>{wb}}  {'tokens a run':>15}  change"]
