@@ -27,6 +27,8 @@ from memagent.validators import secrets as scanner
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
 HEX = "0123456789abcdef"
+LOWER_DIGITS = string.ascii_lowercase + string.digits
+BASE32 = string.ascii_uppercase + "234567"
 B64 = ALNUM + "+/"
 DJANGO = "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)"
 
@@ -326,6 +328,36 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
     ("a password inside a URL", lambda: "shop:Q" + rand(ALNUM, 14, 313) + "4b@tcp(10.0.4.12:3306)/shop"),
     ("a password written in plain text", lambda: "<pass" + "word>R?c5" + rand(ALNUM, 10, 314) + "</password>"),
     ("a password written in plain text", lambda: "pass_phrase=*hS_.g=4" + rand(ALNUM, 8, 315)),
+    # the contexts of the fifth held-out set
+    (
+        "a 1Password secret key",
+        lambda: "A3-" + "-".join(rand(UPPER_DIGITS, n, 401 + i) for i, n in enumerate((6, 6, 5, 5, 5, 5))),
+    ),
+    ("a webhook URL", lambda: "https://chat.acme.io/hooks/" + rand(LOWER_DIGITS, 26, 410)),
+    ("a token in a URL", lambda: "https://oapi.acme.cn/robot/send?access_" + "token=" + rand(HEX, 64, 411)),
+    ("a session cookie", lambda: "Cookie: _app_session=" + rand(ALNUM, 32, 412) + "; lang=en"),
+    (
+        "a private key (JWK or VAPID)",
+        lambda: '{"kty": "EC", "crv": "P-256", "d": "' + rand(ALNUM + "-_", 43, 413) + '"}',
+    ),
+    ("a TOTP seed", lambda: "otpauth://totp/Acme:ana?sec" + "ret=" + rand(BASE32, 32, 414) + "&issuer=Acme"),
+    (
+        "2FA recovery codes",
+        lambda: "recovery codes:\n" + "\n".join(rand(HEX, 5, 420 + i) + "-" + rand(HEX, 5, 430 + i) for i in range(6)),
+    ),
+    ("a registry credential", lambda: 'BUNDLE_GEMS__ACME__IO: "' + rand(HEX, 8, 415) + ":" + rand(HEX, 8, 416) + '"'),
+    (
+        "a bearer token in an Authorization header",
+        lambda: "Authorization: GenieKey " + str(uuid.UUID(int=random.Random(417).getrandbits(128))),
+    ),
+    ("a password on a command line", lambda: "ldapsearch -x -D cn=admin -w Q" + rand(ALNUM, 12, 418) + "4b!"),
+    ("a password on a command line", lambda: "smbclient //fs/share -U acme/ana%Q" + rand(ALNUM, 12, 419) + "4b"),
+    (
+        "a password written in plain text",
+        lambda: "CREATE USER 'ro'@'%' IDENTI" + "FIED BY 'Q" + rand(ALNUM, 12, 440) + "4b!';",
+    ),
+    ("a password written in plain text", lambda: "define('DB_PASS" + "WORD', 'Q" + rand(ALNUM, 12, 441) + "4b!');"),
+    ("a password written in plain text", lambda: "das WLAN-Passwort lautet Q" + rand(ALNUM, 12, 442) + "4b!"),
 ]
 
 
@@ -596,6 +628,11 @@ def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
         # the context rules of the third held-out set
         *("| password |\n|---|\n", "password|", "X('", "log in (a / ", "key 1 (a): ", "authorize a b "),
         *("X-Auth-Key: a", "eyJhdXRo", "key: base64:", "secret=Bearer ", "credential: "),
+        # the fifth held-out set's contexts
+        *("cookie: ", "-b ", "/hooks/", "?token=", '"d": "', "otpauth://a/", "recovery codes\n", "-u a -p "),
+        *("ldapsearch ", "htpasswd -b ", "GetBytes($", "`a` / `", "пароль ", "key', '", "password(a, '"),
+        *("ConvertTo-SecureString $a -AsPlainText\n", "$a = 'x'\n", "-U a%", "IDENTIFIED BY '", "requirepass "),
+        *('"kty" "d": "', "setVapidDetails(", "BUNDLE_A__", "sqlplus a/", "Signature=", "a+api://"),
     ],
 )
 def test_scanning_crafted_input_stays_linear(unit: str) -> None:
@@ -723,6 +760,14 @@ PREFIXES = [
     *("glsa_", "lin_api_", "NRAK-", "pul-", "CFPAT-", "AAAAabcdefg:APA91b", "sk.eyJ", "machine h password "),
     *("xkeysib-", "AKCp", "x-honeycomb-team=", "-H 'X-Api-Key: ", 'KeyCredential("', "algoliasearch('ab12cd34', '"),
     *("redis-cli -a ", "net use z: /user:a ", "u:p@tcp(", "<password>", "pass_phrase="),
+    # the fifth held-out set's contexts
+    *("y0_", "ico-", "shippo_live_", "rdme_", "md-", "live_", "access-production-", "sdk-", "A3-", "APIabcdefghijkl: "),
+    *("https://a.io/hooks/", "https://a.io/hooks/catch/123456/", "?access_token=", "&code=", "Cookie: session="),
+    *('"kty": "EC", "d": "', "otpauth://totp/a?secret=", "?Key-Pair-Id=K&Signature=", "postmark+api://"),
+    *("IDENTIFIED BY '", "requirepass ", "-storepass ", "--passphrase '", "-U a%", "-u a -p ", "ldapsearch -w "),
+    *("htpasswd -b f u ", "sqlplus u/", "define('DB_PASSWORD', '", 'PasswordAuthentication("u", "', 'auth=("u", "'),
+    *("PDO('a', 'b', '", 'key = []byte("', "ConvertTo-SecureString '", 'psk="', "BUNDLE_A__B: ", "`admin` / `"),
+    *("Passwort ", "contraseña es ", "пароль ", "密码 ", 'password = "a ', "Authorization: GenieKey "),
 ]
 
 

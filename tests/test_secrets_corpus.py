@@ -3,8 +3,9 @@ the fake credentials refused, at most one look-alike refused, and no message tha
 repeats any part of a credential. A rule that stops catching a kind fails here.
 
 The earlier held-out corpora (bench/secrets_heldout.py, bench/secrets_heldout2.py,
-bench/secrets_heldout3.py, bench/secrets_heldout4.py) are spent: each was measured once while held out, then its misses
-were fixed, so they are tuning sets now, held to the same >= 97 % / <= 1 % bar as regression tests.
+bench/secrets_heldout3.py, bench/secrets_heldout4.py, bench/secrets_heldout5.py) are spent: each
+was measured once while held out, then its misses were fixed, so they are tuning sets now, held
+to the same >= 97 % / <= 1 % bar as regression tests.
 """
 
 from __future__ import annotations
@@ -127,7 +128,21 @@ def test_the_fourth_held_out_corpus_meets_the_promise() -> None:
     assert alarms <= 0.01 * m, (alarms, m)
 
 
-@pytest.mark.parametrize("module", ["secrets_heldout", "secrets_heldout2", "secrets_heldout3", "secrets_heldout4"])
+def test_the_fifth_held_out_corpus_meets_the_promise() -> None:
+    """>= 97 % caught, <= 1 % false alarms on bench/secrets_heldout5.py. Measured once while held
+    out (184/245, 10/152 false alarms), then its misses and false alarms were fixed with general
+    rules: it is spent, a tuning set now, and this is a regression bar, not a measure of generalisation."""
+    from bench import secrets_heldout5
+
+    caught, n, alarms, m = _caught_and_alarms(secrets_heldout5)
+    assert n >= 240 and m >= 150
+    assert caught >= 0.97 * n, (caught, n)
+    assert alarms <= 0.01 * m, (alarms, m)
+
+
+@pytest.mark.parametrize(
+    "module", ["secrets_heldout", "secrets_heldout2", "secrets_heldout3", "secrets_heldout4", "secrets_heldout5"]
+)
 def test_held_out_messages_repeat_no_part_of_a_credential(module: str) -> None:
     import importlib
 
