@@ -8,9 +8,10 @@ credentials and alarms / samples for the look-alikes, memagent beside
 detect-secrets; with ``--out`` (by default ``bench/RESULTS.md``) it replaces the
 "secrets" section of that file and nothing else.
 
-It then measures the four once-held-out corpora the same way (``bench/secrets_heldout.py``,
-``bench/secrets_heldout2.py``, ``bench/secrets_heldout3.py``, ``bench/secrets_heldout4.py``: written
-from published formats; each was measured once while held out, then tuned on, so all are spent)
+It then measures the five once-held-out corpora the same way (``bench/secrets_heldout.py``,
+``bench/secrets_heldout2.py``, ``bench/secrets_heldout3.py``, ``bench/secrets_heldout4.py``,
+``bench/secrets_heldout5.py``: written from published formats; each was measured once while held
+out, then tuned on, so all are spent)
 and writes them, totals and every miss and false alarm by kind, into the "secrets-heldout" section.
 
 Invariants:
@@ -28,7 +29,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import secrets_heldout, secrets_heldout2, secrets_heldout3, secrets_heldout4, sections
+from bench import secrets_heldout, secrets_heldout2, secrets_heldout3, secrets_heldout4, secrets_heldout5, sections
 from bench.secrets_corpus import Sample, credentials, lookalikes
 from memagent.validators import scan_secrets
 
@@ -127,6 +128,16 @@ HELD_OUT = (
         "to clients and X- headers, DSNs, prose): spent, a tuning set now, so this figure is tuned",
         secrets_heldout4,
     ),
+    (
+        "`bench/secrets_heldout5.py`",
+        "written after the fourth set was spent, from published formats and gitleaks', trufflehog's and "
+        "detect-secrets' rule lists, by someone who never saw the scanner; measured once while held out "
+        "(184 / 245, 10 / 152 false alarms), then its misses and false alarms were fixed with general rules "
+        "(password keywords in SQL, config directives, command-line flags and code; other languages' words "
+        "for a password; any Authorization scheme with a token; webhook URLs, URL tokens, session cookies, "
+        "JWKs, TOTP seeds; browser SDK keys public by design): spent, a tuning set now, so this figure is tuned",
+        secrets_heldout5,
+    ),
 )
 
 
@@ -142,9 +153,10 @@ def held_out_table(names: list[str], scanners: list[Scanner]) -> str:
         "Never-tuned recall, each set's one measurement while held out: 75 / 108 (69 %) for the "
         "first as the scanner stood when it was written, then 99 / 108 (92 %) after tuning on the "
         "corpus; 58 / 65 (89 %) for the second; 122 / 139 (87.8 %) for the third; 106 / 125 (84.8 %) "
-        "for the fourth: 85-90 % on every fresh set, short of the 97 % promise, which the tuned "
-        "figures below do not show. Each set's misses were fixed with general context rules (see "
-        "SECURITY.md), not per-sample ones, yet the next fresh set still found new contexts. "
+        "for the fourth; 184 / 245 (75.1 %) for the fifth: 69-89 % on every fresh set, short of the "
+        "97 % promise, which the tuned figures below do not show. Each set's misses were fixed with "
+        "general context rules (see SECURITY.md), not per-sample ones, yet the next fresh set still "
+        "found new contexts. "
         "A credential counts as caught when the scanner reports anything in its sample.\n",
         "| corpus | | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names),
     ]
