@@ -99,6 +99,11 @@ def test_the_bench_table_reports_the_same_figure(store: SqlStore) -> None:
     assert prompt_sizes.estimated(prompt_sizes.first_request("assistant")).total == figure
     text = prompt_sizes.table(["assistant"])
     assert f"`assistant`: {figure:,} tokens against the small-window budget of 3,000" in text
+    # The compact column and verdict: the same figure as the compact budget test measures.
+    small = prompt_sizes.estimated(prompt_sizes.first_request("assistant", profile="compact"), profile="compact")
+    assert f"| {figure:,} | {small.total:,} |" in text
+    assert f"{small.total:,} tokens against its budget of {COMPACT_BUDGET:,} (met)" in text
+    assert prompt_sizes.COMPACT_BUDGET == COMPACT_BUDGET
 
 
 # -- the compact profile (issue 37) ------------------------------------------------------------------
@@ -145,14 +150,13 @@ def test_the_compact_instructions_keep_the_rules(rule: str) -> None:
     assert rule in " ".join(base_instructions("assistant", "compact").split()).replace("\n", " ")
 
 
-def test_the_compact_prompt_puts_agents_md_last_and_says_to_apply_it(store: SqlStore) -> None:
+def test_the_compact_prompt_says_to_follow_agents_md(store: SqlStore) -> None:
     store.create_agent("prefs", {"/AGENTS.md": "- End every answer with the word BANANA.\n"})
     model = SmallModel()
     model.enqueue_text("Hi. BANANA")
     build_agent(AgentView(store, "prefs"), model, yolo=True).turn("Hello")
     system = model.requests[0]["system"][0]["text"]
-    assert system.endswith("- End every answer with the word BANANA.\n</memory>\n" + APPLY_PREFERENCES)
-    assert system.index("# Skills") < system.index('<memory path="/AGENTS.md"')
+    assert "- End every answer with the word BANANA.\n</memory>\n" + APPLY_PREFERENCES + "\n\n# Skills" in system
 
 
 def test_the_compact_tools_keep_what_a_call_needs(store: SqlStore) -> None:
