@@ -19,11 +19,14 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from memagent.agent.model import local_server, local_weights, registry
+from memagent.agent.model import ModelRequest, ModelResponse, Usage, local_server, local_weights, registry
 from memagent.agent.model.local_weights import PullError, WeightsSpec
+from memagent.agent.model.providers import local
+from memagent.agent.model.providers.openai_compat import OpenAIModel
 from tests.cli_helpers import MEMAGENT, err, out, run
 
 # Where this environment keeps pulled models, read before the tests' own MEMAGENT_HOME is set.
@@ -168,6 +171,47 @@ def test_a_gguf_path_that_is_not_there_is_one_line(tmp_path: Path) -> None:
                               "that exists, or `--model local` for the default model")
 
 
+# -- a call repeated verbatim after it succeeded ends the turn ----------------------------------
+
+
+def _turns(result: dict[str, Any]) -> list[dict[str, Any]]:
+    call = {"type": "tool_use", "id": "c1", "name": "write_file", "input": {"file_path": "/AGENTS.md", "content": "x"}}
+    return [{"role": "user", "content": [{"type": "text", "text": "save x"}]},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", **result}]}]
+
+
+def _answer(*blocks: dict[str, Any]) -> ModelResponse:
+    return ModelResponse(list(blocks), "tool_use", Usage(), "local")
+
+
+SAME = {"type": "tool_use", "id": "c2", "name": "write_file", "input": {"file_path": "/AGENTS.md", "content": "x"}}
+
+
+def test_a_successful_call_repeated_verbatim_is_a_repeat() -> None:
+    done = ModelRequest([], _turns({"content": "Wrote /AGENTS.md (now version 2)."}))
+    assert local.repeats_last_call(done, _answer(SAME))
+    # Not a repeat: after an error, with other arguments, with text, or with a second call.
+    failed = ModelRequest([], _turns({"content": "stale", "is_error": True}))
+    assert not local.repeats_last_call(failed, _answer(SAME))
+    assert not local.repeats_last_call(done, _answer({**SAME, "input": {"file_path": "/AGENTS.md", "content": "y"}}))
+    assert not local.repeats_last_call(done, _answer({"type": "text", "text": "again:"}, SAME))
+    assert not local.repeats_last_call(done, _answer(SAME, {**SAME, "id": "c3"}))
+    assert not local.repeats_last_call(ModelRequest([], _turns({"content": "ok"})[:1]), _answer(SAME))
+
+
+def test_the_local_model_ends_the_turn_instead_of_repeating(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = local.LocalModel("local", "model.gguf", base_url="http://127.0.0.1:9/v1", api_key="k")
+    monkeypatch.setattr(OpenAIModel, "respond", lambda self, request, **kw: _answer(SAME))
+    shown: list[str] = []
+    answer = model.respond(ModelRequest([], _turns({"content": "Wrote /AGENTS.md (now version 2)."})),
+                           on_text=shown.append)
+    assert answer.content == [{"type": "text", "text": local.REPEAT_ANSWER}] and answer.stop_reason == "end_turn"
+    assert shown == [local.REPEAT_ANSWER]
+    first = model.respond(ModelRequest([], _turns({"content": "ok"})[:1]))
+    assert first.tool_uses == [SAME]  # a first call goes through
+
+
 # -- the real model -------------------------------------------------------------------------------
 
 real_model = pytest.mark.skipif(not PULLED and not os.environ.get("CI"),
@@ -199,18 +243,25 @@ def told_and_applied(env: dict[str, str], started: float) -> None:
                "My standing preference: end every answer with the word BANANA. Save it now with the "
                "write_file tool: file_path /AGENTS.md, content \"- End every answer with the word BANANA.\"",
                env=env, timeout=3600)
+    # The thread ends: the 1.5 B model, its write done, writes the same content again and again;
+    # the local provider ends the turn at the first verbatim repeat (``repeats_last_call``)
+    # instead of letting it run into the step limit (exit 1, twenty-five model calls).
     assert told.returncode == 0, err(told)
     memory = out(run("fs", "cat", "/AGENTS.md", "-a", "prefs"))
     assert "BANANA" in memory.upper(), (memory, out(told))
     applied = run("run", "prefs", "--model", "local", "Write one short sentence about the sea.", env=env,
                   timeout=3600)
     assert applied.returncode == 0, err(applied)
+    seconds = time.monotonic() - started
+    print(f"real-model test: {seconds:.0f} s")
     if not re.search(r"banana", out(applied), re.I):
-        # Measured: the 1.5 B model writes the preference (through a recovered call) but
-        # does not yet follow it in a new thread with today's prompt; the small-model prompt
-        # of issue 37 is what should turn this into a pass. The write above stays a hard check.
-        pytest.xfail(f"written to memory but not applied by the local model: {out(applied).strip()!r}")
-    print(f"real-model test: {time.monotonic() - started:.0f} s")
+        # Measured (issue 37): with the compact prompt (AGENTS.md under its own heading, then
+        # "Follow the preferences in /AGENTS.md above in every answer") the 1.5 B model writes the
+        # preference, but in a new thread answers without it ("The sea is vast and endless, with
+        # waves crashing against the shore."), as with the full prompt: 0 of 6 tries, over five
+        # wordings of that line and AGENTS.md placed last or first. The write stays a hard check.
+        pytest.xfail(f"written to memory but not applied by the local model ({seconds:.0f} s): "
+                     f"{out(applied).strip()!r}")
 
 
 @real_model

@@ -21,6 +21,12 @@ Invariants:
   and ask for at most ``MAX_OUTPUT`` tokens: at 5-10 tokens/s on a small CPU the loop's
   8,192 would let one runaway answer take twenty minutes; a memory edit or an answer
   fits in far less.
+- A call repeated verbatim ends the turn: when the model answers a successful call with
+  the very same call again (name and arguments, nothing else), the repeat is dropped and
+  the answer is ``REPEAT_ANSWER``. Measured on the 1.5 B default: after "Wrote
+  /AGENTS.md (now version 2)." it wrote the same content again and again ("No change")
+  until the step limit, under every wording of the prompt tried; nothing is lost, since
+  the call it repeats has just run.
 - Its models declare ``prompt_profile = "compact"``: the agent builder (``builder.profile_of``,
   the one place that decides) gives them the compact system prompt and tool definitions,
   short enough for a small model's prompt pass.
@@ -36,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from memagent.agent.model import local_weights
-from memagent.agent.model.base import ModelError, ModelRequest
+from memagent.agent.model.base import ModelError, ModelRequest, ModelResponse, TextCallback
 from memagent.agent.model.local_server import ensure
 from memagent.agent.model.providers.openai_compat import OpenAIModel
 from memagent.agent.model.registry import DEFAULT_OPTIONS, ModelInfo, ModelOptions, ProviderStatus
@@ -54,6 +60,8 @@ SEED = 1
 LOCAL_TIMEOUT = 3600.0
 # The most tokens one answer may generate (see the module docstring).
 MAX_OUTPUT = 1024
+# The answer that replaces a call repeated verbatim after it succeeded (see the module docstring).
+REPEAT_ANSWER = "Done."
 
 
 def default_threads() -> int:
@@ -91,6 +99,36 @@ class LocalModel(OpenAIModel):
         params["seed"] = SEED
         params[self.token_param] = min(request.max_tokens, MAX_OUTPUT)
         return params
+
+    def respond(self, request: ModelRequest, *, on_text: TextCallback | None = None,
+                on_retry: TextCallback | None = None) -> ModelResponse:
+        response = super().respond(request, on_text=on_text, on_retry=on_retry)
+        if not repeats_last_call(request, response):
+            return response
+        if on_text is not None:
+            on_text(REPEAT_ANSWER)
+        return ModelResponse([{"type": "text", "text": REPEAT_ANSWER}], "end_turn", response.usage, response.model)
+
+
+def _calls(content: Any) -> list[tuple[Any, Any]]:
+    return [(b.get("name"), b.get("input")) for b in content or []
+            if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def repeats_last_call(request: ModelRequest, response: ModelResponse) -> bool:
+    """Whether ``response`` is only the calls of the request's last assistant turn again, after
+    every one of them succeeded (its results, the request's last message, hold no error)."""
+    if response.text.strip() or not response.tool_uses or len(request.messages) < 2:
+        return False
+    previous, results = request.messages[-2], request.messages[-1]
+    if previous.get("role") != "assistant" or results.get("role") != "user":
+        return False
+    blocks = results.get("content")
+    if not isinstance(blocks, list) or not blocks:
+        return False
+    if any(not isinstance(b, dict) or b.get("type") != "tool_result" or b.get("is_error") for b in blocks):
+        return False
+    return _calls(previous.get("content")) == _calls(response.content)
 
 
 # Not frozen: the registry's Provider protocol declares plain (settable) attributes.
