@@ -52,10 +52,12 @@ def mcp_names(names: set[str]) -> set[str]:
 
 @pytest.fixture(autouse=True)
 def mcp_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """The demo server logs its calls here; servers get time to start on a busy machine."""
+    """The demo server logs its calls here. The connect timeout is a hang guard, not a margin:
+    on a loaded machine a Python MCP server took over 40 s to answer its handshake (a test
+    that wants a server to time out sets its own, shorter timeout)."""
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv("DEMO_LOG", str(log))
-    monkeypatch.setenv("MEMAGENT_MCP_TIMEOUT", "40")
+    monkeypatch.setenv("MEMAGENT_MCP_TIMEOUT", "600")
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "MEMAGENT_MCP_CALL_TIMEOUT"):
         monkeypatch.delenv(var, raising=False)
     return log
@@ -355,12 +357,16 @@ def test_streamable_http_with_a_header_from_the_environment(store: SqlStore, tag
     server = subprocess.Popen([PY, DEMO, "--http", str(port), "--tag", tag], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        # Wait for the server to listen (a Python MCP server took over 30 s to start on a
+        # loaded machine); the bound only guards against a hang.
+        deadline = time.monotonic() + 600
+        while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
+                assert server.poll() is None, "the demo MCP server exited before it listened"
+                assert time.monotonic() < deadline, "the demo MCP server never listened"
                 time.sleep(0.2)
         monkeypatch.setenv("DEMO_TOKEN", "tok-123")
         url = f"http://127.0.0.1:{port}/mcp"
