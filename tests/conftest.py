@@ -72,6 +72,32 @@ PGBOUNCER_MODULES = frozenset({
 })
 
 
+# The slowest modules, slowest first (worker seconds of a 2-worker run on a loaded 2-core
+# machine, 2026-11-28). scripts/test hands whole modules to the workers in collection
+# order (--dist loadfile --no-loadscope-reorder); starting the long ones first lets both
+# workers finish together instead of one running a five-minute module alone at the end.
+# Only the order depends on this list: a stale or missing name costs balance, never a test.
+SLOW_FIRST = (
+    "test_fastpaths", "test_mcp_serve", "test_import_versions", "test_run", "test_rls", "test_eval",
+    "test_mcp", "test_repl", "test_reflection", "test_local_model", "test_export_import_cli",
+    "test_provenance", "test_cli_fs", "test_hostile_search", "test_terminal_polish", "test_mcp_inspector",
+    "test_store", "test_distribution", "test_scale_plans", "test_search_memory", "test_ls_index", "test_tty",
+    "test_hybrid_search", "test_regex_prefilter", "test_config_paths_depth", "test_write_versions",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow modules first (``SLOW_FIRST``), then the rest by their number of tests, most
+    first (what pytest-xdist's own reordering does); tests keep their order inside a module."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.path.stem] = counts.get(item.path.stem, 0) + 1
+    rank = {name: n for n, name in enumerate(SLOW_FIRST)}
+    keyed = sorted(enumerate(items), key=lambda pair: (
+        rank.get(pair[1].path.stem, len(rank)), -counts[pair[1].path.stem], str(pair[1].path), pair[0]))
+    items[:] = [item for _, item in keyed]
+
+
 @pytest.hookimpl(tryfirst=True)  # before the fixture's own params are applied
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Add the ``pgbouncer`` case to ``backend_url`` in the chosen modules."""
