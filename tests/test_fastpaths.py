@@ -88,13 +88,17 @@ def _check_grep(store: SqlStore, pattern: str, **kw: object) -> None:
     assert fast == plain, (pattern, kw)
 
 
-def test_grep_matches_plain(loaded: SqlStore) -> None:
+def test_grep_matches_plain(loaded: SqlStore, request: pytest.FixtureRequest) -> None:
     # Whole-scope greps: the reference is scan_plain over every live file, read once
     # (the same as _grep_plain with path="/" and no glob, which the tests below use).
     rows = [(f.path, loaded.read(S, f.path).content) for f in loaded.all_files(S)]
     assert len(rows) == 300 + len(EDGE)
     cases = [(p, fixed) for p in PATTERNS for fixed in (False,)]
     cases += [(p, True) for p in FIXED + [RARE, "zephyr"]]
+    if request.node.callspec.params.get("backend_url") == "pgbouncer":
+        # PgBouncer carries the very statements [postgres] sends: every third pattern shows
+        # each kind goes through the pooler; the whole set runs on the direct connection.
+        cases = cases[::3]
     for pattern, fixed in cases:
         for ci in (False, True):
             regex = compile_pattern(pattern, case_insensitive=ci, fixed_strings=fixed)
