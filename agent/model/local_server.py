@@ -203,6 +203,11 @@ def serve(model: Path, *, threads: int, context: int, registry: Path, clients: P
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # the system picks a free port
     params.use_jinja = True  # the GGUF's own chat template, with its tools section
+    # Qwen's template puts the tools after the system text, which ends with AGENTS.md: a
+    # memory write changed the middle of the prompt and llama.cpp recomputed everything after
+    # it. Chunks of 256 tokens or more that are unchanged but moved are reused by shifting
+    # their cached keys instead (llama-server's --cache-reuse).
+    params.n_cache_reuse = 256
     # Loopback is open to every local process and to web pages (CORS): a key only the
     # registry file's readers know, and no /slots (it shows the prompts being served).
     key = secrets.token_urlsafe(24)
