@@ -11,19 +11,24 @@ Invariants:
   embeds with a loaded model and never pays the load itself).
 - Failures are ``EmbedderError`` (a ``VfsError``): one line naming what to install
   or set.
+- Importing this module does not import numpy (``normalised`` does, on first use):
+  the CLI reads ``SEARCH_MODES`` and ``EmbedderError`` from here, and a command that
+  does not search loads no numpy (issue 44, ``tests/test_startup_imports.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from memagent.vfs.errors import VfsError
 
-Vectors = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# A string at run time (annotations only; every user has ``from __future__ import annotations``).
+Vectors: TypeAlias = "npt.NDArray[np.float32]"
 SearchMode = Literal["lexical", "semantic", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("lexical", "semantic", "hybrid")
 
@@ -46,6 +51,8 @@ class Embedder(Protocol):
 
 def normalised(rows: npt.ArrayLike) -> Vectors:
     """``rows`` as float32 with every row of length 1 (a zero row stays zero)."""
+    import numpy as np
+
     out = np.asarray(rows, dtype=np.float32)
     if out.ndim != 2:
         raise EmbedderError(f"the embedder answered {out.ndim}-dimensional data; expected one vector per text")

@@ -26,6 +26,9 @@ Invariants:
   product rounds a row by its position in the matrix, so two identical vectors
   scored a few ulps apart depending on the order rows were loaded), and equal
   scores go by file id.
+- numpy is imported by the first sync or search, not with this module: every store
+  builds a ``VectorIndex``, and a command that does not search loads no numpy
+  (issue 44, ``tests/test_startup_imports.py``).
 """
 
 from __future__ import annotations
@@ -36,10 +39,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import IntegrityError
 
@@ -49,6 +50,10 @@ from memagent.vfs.pending import OWN_CONNECTION
 
 from . import chunks
 from .base import Embedder, EmbedderError, Vectors, first_line
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger("memagent.vfs")
 
@@ -76,16 +81,23 @@ class SyncReport:
     model: str
 
 
+def _empty(dtype: str, dims: int = 1) -> Any:
+    """An empty array of ``dtype`` (numpy loads here, with the first search)."""
+    import numpy as np
+
+    return np.zeros((0,) * dims, dtype)
+
+
 @dataclass
 class _Cache:
     model: str
     dim: int
     gen: int
-    file_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    chunk_nos: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
-    versions: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    scope_codes: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, np.int32))
-    matrix: Vectors = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    file_ids: npt.NDArray[np.int64] = field(default_factory=lambda: _empty("int64"))
+    chunk_nos: npt.NDArray[np.int32] = field(default_factory=lambda: _empty("int32"))
+    versions: npt.NDArray[np.int64] = field(default_factory=lambda: _empty("int64"))
+    scope_codes: npt.NDArray[np.int32] = field(default_factory=lambda: _empty("int32"))
+    matrix: Vectors = field(default_factory=lambda: _empty("float32", 2))
     scopes: dict[str, int] = field(default_factory=dict)
     # The scopes whose vectors were read (all of their rows, up to ``gen``): only those
     # a search asked for, so a database of many agents is not held in every process.
@@ -93,6 +105,8 @@ class _Cache:
 
     def add(self, rows: Sequence[Any]) -> None:
         """Rows (file_id, chunk, version, scope, vector) replace every row of their files."""
+        import numpy as np
+
         rows = [r for r in rows if len(r.vector) == 4 * self.dim]
         if not rows:
             return
@@ -222,6 +236,8 @@ class VectorIndex:
             pass
 
     def _store(self, embedder: Embedder, batch: Sequence[Any]) -> int:
+        import numpy as np
+
         texts: list[str] = []
         owners: list[tuple[Any, int]] = []
         for row in batch:
@@ -295,6 +311,8 @@ class VectorIndex:
              min_score: float = -1.0) -> list[SemanticHit]:
         """The live files of ``scopes`` closest in meaning to ``query`` with a best chunk
         scoring at least ``min_score``; best first, at most ``k``."""
+        import numpy as np
+
         embedder = self.embedder
         q = _embed(embedder, [query])[0]
         cache = self._current(conn, embedder.model, int(q.shape[0]), scopes)
@@ -357,6 +375,8 @@ def _best_chunks(scores: npt.NDArray[np.float32], file_ids: npt.NDArray[np.int64
 
     Each answer starts with the previous one (a caller resumes where it stopped).
     """
+    import numpy as np
+
     n = len(scores)
     m = min(first, n)
     while True:
