@@ -239,29 +239,28 @@ def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(monkeypat
 
 
 def told_and_applied(env: dict[str, str], started: float) -> None:
+    # The preference: the 1.5 B model follows a rule about how an answer starts, not one about
+    # how it ends. Measured by hand with the compact prompt: "end every answer with the word
+    # BANANA" in AGENTS.md was written but never followed in a new thread (0 of 7, with or
+    # without a reminder beside the question); "start every answer with the word Ahoy" was
+    # followed ("Ahoy, bread is a staple food ..."), and with AGENTS.md holding another rule the
+    # same question got no "Ahoy" ("Bread is a staple food ..."): the word comes from memory.
     told = run("run", "prefs", "--model", "local", "--yolo",
-               "My standing preference: end every answer with the word BANANA. Save it now with the "
-               "write_file tool: file_path /AGENTS.md, content \"- End every answer with the word BANANA.\"",
+               "My standing preference: start every answer with the word Ahoy. Save it now with the "
+               "write_file tool: file_path /AGENTS.md, content \"- Start every answer with the word Ahoy.\"",
                env=env, timeout=3600)
     # The thread ends: the 1.5 B model, its write done, writes the same content again and again;
     # the local provider ends the turn at the first verbatim repeat (``repeats_last_call``)
     # instead of letting it run into the step limit (exit 1, twenty-five model calls).
     assert told.returncode == 0, err(told)
     memory = out(run("fs", "cat", "/AGENTS.md", "-a", "prefs"))
-    assert "BANANA" in memory.upper(), (memory, out(told))
-    applied = run("run", "prefs", "--model", "local", "Write one short sentence about the sea.", env=env,
+    assert "ahoy" in memory.lower(), (memory, out(told))
+    applied = run("run", "prefs", "--model", "local", "Write one short sentence about bread.", env=env,
                   timeout=3600)
     assert applied.returncode == 0, err(applied)
-    seconds = time.monotonic() - started
-    print(f"real-model test: {seconds:.0f} s")
-    if not re.search(r"banana", out(applied), re.I):
-        # Measured (issue 37): with the compact prompt (AGENTS.md under its own heading, then
-        # "Follow the preferences in /AGENTS.md above in every answer") the 1.5 B model writes the
-        # preference, but in a new thread answers without it ("The sea is vast and endless, with
-        # waves crashing against the shore."), as with the full prompt: 0 of 6 tries, over five
-        # wordings of that line and AGENTS.md placed last or first. The write stays a hard check.
-        pytest.xfail(f"written to memory but not applied by the local model ({seconds:.0f} s): "
-                     f"{out(applied).strip()!r}")
+    print(f"real-model test: {time.monotonic() - started:.0f} s")
+    answer = out(applied).strip()
+    assert re.match(r"\W*ahoy\b", answer, re.I), answer
 
 
 @real_model
