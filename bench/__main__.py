@@ -22,6 +22,12 @@ if sys.argv[1:2] == ["prompts"]:
 
     raise SystemExit(prompts_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["local"]:
+    # ``python -m bench local``: the local model's load time, time to first token and tokens/s.
+    from bench.local_model import main as local_main
+
+    raise SystemExit(local_main(sys.argv[2:]))
+
 if sys.argv[1:2] == ["providers"]:
     # ``python -m bench providers``: the OpenAI-compatible provider's per-turn cost against Anthropic's.
     from bench.provider_overhead import main as providers_main
