@@ -226,8 +226,12 @@ def serve(model: Path, *, threads: int, context: int, registry: Path, clients: P
     finally:
         if (_read(registry) or info).pid == info.pid:
             registry.unlink(missing_ok=True)
-    del server
-    return 0
+    # Out at once: this process exists only to serve, and waiting on llama.cpp's own teardown
+    # (its HTTP threads) once kept a server alive minutes after its last client was gone
+    # (a CI run). The system frees the model's memory and the port.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
