@@ -78,8 +78,8 @@ PGBOUNCER_MODULES = frozenset({
 # workers finish together instead of one running a five-minute module alone at the end.
 # Only the order depends on this list: a stale or missing name costs balance, never a test.
 SLOW_FIRST = (
-    "test_fastpaths", "test_mcp_serve", "test_import_versions", "test_run", "test_rls", "test_eval",
-    "test_mcp", "test_repl", "test_reflection", "test_local_model", "test_export_import_cli",
+    "test_local_model", "test_fastpaths", "test_mcp_serve", "test_import_versions", "test_run", "test_rls", "test_eval",
+    "test_mcp", "test_repl", "test_reflection", "test_export_import_cli",
     "test_provenance", "test_cli_fs", "test_hostile_search", "test_terminal_polish", "test_mcp_inspector",
     "test_store", "test_distribution", "test_scale_plans", "test_search_memory", "test_ls_index", "test_tty",
     "test_hybrid_search", "test_regex_prefilter", "test_config_paths_depth", "test_write_versions",
