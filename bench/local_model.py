@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench import sections
 from bench.prompt_sizes import first_request
 from memagent.agent.model import local_weights
@@ -93,10 +95,12 @@ def _stream(url: str, key: str, body: dict[str, Any]) -> Figures:
 
 
 def _wait_gone(pid: int) -> None:
+    """Until the server has exited (this process started it: an exited one is a zombie here)."""
     while True:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
             return
         time.sleep(0.2)
 
