@@ -21,6 +21,7 @@ examples instead, to look for bugs, still without a database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -130,21 +131,28 @@ def _need_pg() -> str:
     return PG_URL
 
 
-@pytest.fixture
-def fresh_pg_url() -> Iterator[str]:
-    """A brand-new, empty Postgres database, dropped afterwards."""
+@contextlib.contextmanager
+def _new_pg_database(prefix: str, template: str | None = None) -> Iterator[str]:
+    """A new Postgres database (empty, or a copy of ``template``): its URL; dropped afterwards."""
     base = _need_pg()
-    name = "t_" + uuid.uuid4().hex[:12]
+    name = prefix + uuid.uuid4().hex[:12]
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(base).set(database=name).render_as_string(hide_password=False)
+        conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     try:
-        yield url
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def fresh_pg_url() -> Iterator[str]:
+    """A brand-new, empty Postgres database, dropped afterwards."""
+    with _new_pg_database("t_") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -157,34 +165,16 @@ def migrated_pg_template() -> Iterator[str]:
     the copy is what a migration would have made. ``fresh_pg_url`` stays empty, for the
     tests of migrations themselves.
     """
-    base = _need_pg()
-    name = "tmpl_" + uuid.uuid4().hex[:12]
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        open_store(make_url(base).set(database=name).render_as_string(hide_password=False)).close()
-        yield name
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with _new_pg_database("tmpl_") as url:
+        open_store(url).close()
+        yield str(make_url(url).database)
 
 
 @pytest.fixture
 def migrated_pg_url(migrated_pg_template: str) -> Iterator[str]:
     """A brand-new Postgres database already at the newest schema, dropped afterwards."""
-    base = _need_pg()
-    name = "t_" + uuid.uuid4().hex[:12]
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_pg_template}"'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with _new_pg_database("t_", template=migrated_pg_template) as url:
+        yield url
 
 
 def _through_pgbouncer(pg_url: str) -> str:
