@@ -17,13 +17,14 @@ CPU) gets the compact base instructions and tool definitions; every other model
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from memagent.agent.gate import Approver, Gate
 from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, Hooks
 from memagent.agent.mcp.client import McpHub
-from memagent.agent.model import Model
+from memagent.agent.model import Model, ModelError
 from memagent.agent.prompt import PROFILES, NoMemoryPrompt, Profile, PromptBuilder
 from memagent.agent.subagents import run_subagent
 from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolBox, ToolProvider, ToolResult
@@ -35,6 +36,7 @@ from memagent.vfs.proposals import ProposalStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 
+PROFILE_VAR = "MEMAGENT_PROMPT_PROFILE"
 # How deep ``profile_of`` looks through wrapper models (each keeps the wrapped one as ``inner``).
 _WRAPPERS = 8
 
@@ -43,7 +45,14 @@ def profile_of(model: Model) -> Profile:
     """The prompt profile ``model`` asks for: its ``prompt_profile`` attribute (a model MAY
     carry one, as it may carry ``context_window``), looking through wrappers that keep the
     wrapped model as ``inner`` (the chat's ``ShownText``, the eval's ``Counting``); ``full``
-    when none says."""
+    when none says. ``$MEMAGENT_PROMPT_PROFILE`` overrides the model (a large local model
+    that can afford the full prompt, or an eval comparing the two)."""
+    forced = os.environ.get(PROFILE_VAR, "").strip()
+    if forced:
+        if forced not in PROFILES:
+            raise ModelError(f"{PROFILE_VAR}={forced!r} is not a prompt profile; set one of "
+                             f"{', '.join(PROFILES)} or unset it")
+        return cast(Profile, forced)
     current: Any = model
     for _ in range(_WRAPPERS):
         declared = getattr(current, "prompt_profile", None)
@@ -98,7 +107,11 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
         assert agent is not None  # the model cannot call a tool before the agent exists
         return run_subagent(agent, name, description)
 
-    providers: list[ToolProvider] = [memory, SearchTools(view, compact=compact), TaskTool(run_task, compact=compact)]
+    def has_subagents() -> bool:
+        return bool(view.glob("subagents/*.md", "/"))
+
+    providers: list[ToolProvider] = [memory, SearchTools(view, compact=compact),
+                                     TaskTool(run_task, compact=compact, has_subagents=has_subagents)]
     if mcp is not None:
         providers.append(mcp)
     prompt = PromptBuilder(view, mcp_lines=mcp.prompt_lines if mcp is not None else None, profile=profile)

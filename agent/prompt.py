@@ -73,8 +73,7 @@ Paths start at /.
 - /skills/<name>.md: procedures, listed below; read the file before doing its task. A skill file starts \
 with YAML frontmatter: `---`, `name: <name>` (lower-case letters, digits, hyphens; equal to the file \
 name), `description: <what it does and when to use it>`, `---`; then Markdown steps.
-- /subagents/<name>.md: helpers; run one with the task tool.
-- Other files (e.g. /knowledge/...): facts to keep. /user/: the user's memory. /org/: read-only.
+{subagents}- Other files (e.g. /knowledge/...): facts to keep. /user/: the user's memory. /org/: read-only.
 - /conversations/: past conversations (read-only): grep(pattern, path="/conversations/"), then read_file.
 A <conversation-summary> replaces the oldest turns of a long conversation.
 
@@ -98,9 +97,15 @@ APPLY_PREFERENCES = ("Follow the preferences in /AGENTS.md above in every answer
                      "do not write them again.")
 
 
-def base_instructions(agent: str, profile: Profile = "full") -> str:
+# The compact profile's line on subagents, there only when the agent has one: the ``task`` tool
+# is offered only then (a small model offered it with nothing to run invents a subagent).
+COMPACT_SUBAGENTS = "- /subagents/<name>.md: helpers; run one with the task tool.\n"
+
+
+def base_instructions(agent: str, profile: Profile = "full", *, subagents: bool = True) -> str:
     if profile == "compact":
-        return COMPACT_INSTRUCTIONS.replace("{agent}", agent)
+        return (COMPACT_INSTRUCTIONS.replace("{agent}", agent)
+                .replace("{subagents}", COMPACT_SUBAGENTS if subagents else ""))
     text = resources.files("memagent.skills_templates").joinpath("prompts/system.md").read_text("utf-8")
     return text.replace("{agent}", agent)
 
@@ -246,7 +251,8 @@ class PromptBuilder:
 
     def _assemble(self) -> SystemPrompt:
         compact = self.profile == "compact"
-        parts = [base_instructions(self.view.agent, self.profile)]
+        subagents = self._index("subagent", ("subagents/*.md",))
+        parts = [base_instructions(self.view.agent, self.profile, subagents=bool(subagents))]
         version: int | None = None
         warnings: list[str] = []
         try:
@@ -265,7 +271,6 @@ class PromptBuilder:
         skills = self._index("skill", ("skills/*.md", "skills/*/SKILL.md"))
         parts.append("# Skills (name, file: description)\n"
                      + memory_block("/skills/", None, "\n".join(skills) if skills else "(none yet)"))
-        subagents = self._index("subagent", ("subagents/*.md",))
         if subagents:
             parts.append("# Subagents (run one with the task tool)\n"
                          + memory_block("/subagents/", None, "\n".join(subagents)))

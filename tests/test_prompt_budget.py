@@ -27,7 +27,7 @@ from memagent.agent.chat.session import ShownText
 from memagent.agent.cli import templates
 from memagent.agent.context import estimate
 from memagent.agent.evals.harness import Counting
-from memagent.agent.model import ModelRequest
+from memagent.agent.model import ModelError, ModelRequest
 from memagent.agent.model.providers.local import LocalModel
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.prompt import APPLY_PREFERENCES, base_instructions
@@ -112,13 +112,50 @@ def test_the_bench_table_reports_the_same_figure(store: SqlStore) -> None:
 def test_the_compact_profile_fits_1500_tokens_for_the_assistant_template(store: SqlStore) -> None:
     request = first_request(store, "assistant", SmallModel())
     names = {t["name"] for t in request["tools"]}
-    assert {"ls", "read_file", "write_file", "edit_file", "delete_file", "glob", "grep", "search_memory",
-            "task"} <= names  # the same tools, in fewer words
+    # The same tools in fewer words, but ``task`` only once /subagents/ holds one (the template has none).
+    assert {"ls", "read_file", "write_file", "edit_file", "delete_file", "glob", "grep", "search_memory"} <= names
+    assert "task" not in names
     system = "".join(b["text"] for b in request["system"])
-    assert system.startswith(base_instructions("assistant", "compact"))
+    assert system.startswith(base_instructions("assistant", "compact", subagents=False))
+    assert "task tool" not in system
     assert "<memory path=\"/AGENTS.md\"" in system and "meeting-notes" in system
     size = estimate(request["system"]) + estimate(request["tools"])
     assert size <= COMPACT_BUDGET, f"compact system prompt + tools of 'assistant' are {size} tokens"
+
+
+def test_the_compact_task_tool_comes_with_the_first_subagent(store: SqlStore) -> None:
+    store.create_agent("helped", {"/AGENTS.md": "- Be brief.\n"})
+    view = AgentView(store, "helped")
+    model = SmallModel()
+    model.enqueue_text("Hi.")
+    model.enqueue_text("Hi again.")
+    agent = build_agent(view, model, yolo=True)
+    agent.turn("Hello")
+    view.write("/subagents/summariser.md", "---\nname: summariser\ndescription: Summarises a text.\n---\n"
+               "Summarise the text you are given in three lines.\n")
+    agent.turn("Hello again")
+    before, after = model.requests
+    assert "task" not in {t["name"] for t in before["tools"]}
+    assert "task tool" not in before["system"][0]["text"]
+    assert "task" in {t["name"] for t in after["tools"]}
+    assert "run one with the task tool" in after["system"][0]["text"] and "summariser" in after["system"][0]["text"]
+    # A model that gets the full prompt is offered the tool whatever /subagents/ holds.
+    full = ScriptedModel()
+    full.enqueue_text("Hi.")
+    store.create_agent("plain", {"/AGENTS.md": "- Be brief.\n"})
+    build_agent(AgentView(store, "plain"), full, yolo=True).turn("Hello")
+    assert "task" in {t["name"] for t in full.requests[0]["tools"]}
+
+
+def test_the_profile_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMAGENT_PROMPT_PROFILE", "full")
+    assert profile_of(SmallModel()) == "full"
+    monkeypatch.setenv("MEMAGENT_PROMPT_PROFILE", "compact")
+    assert profile_of(ScriptedModel()) == "compact"
+    monkeypatch.setenv("MEMAGENT_PROMPT_PROFILE", "tiny")
+    with pytest.raises(ModelError, match="MEMAGENT_PROMPT_PROFILE='tiny' is not a prompt profile; set one of "
+                                         "full, compact"):
+        profile_of(ScriptedModel())
 
 
 def test_only_a_model_that_declares_it_gets_the_compact_profile() -> None:

@@ -2,7 +2,8 @@
 
 The provider only describes and dispatches; running the subagent is the runner's
 job (``memagent.agent.subagents``), which the session builder passes in. Subagents
-get no ``task`` provider, so nesting stops at one level.
+get no ``task`` provider, so nesting stops at one level. In the compact profile (small
+local models) the tool is offered only while ``/subagents/`` holds a file.
 """
 
 from __future__ import annotations
@@ -36,12 +37,18 @@ COMPACT_TASK_DEFINITION: dict[str, Any] = {
 class TaskTool:
     """``ToolProvider`` of the one ``task`` tool."""
 
-    def __init__(self, runner: TaskRunner, *, compact: bool = False) -> None:
+    def __init__(self, runner: TaskRunner, *, compact: bool = False,
+                 has_subagents: Callable[[], bool] | None = None) -> None:
         self.runner = runner
         self.compact = compact
+        self.has_subagents = has_subagents
 
     def definitions(self) -> list[dict[str, Any]]:
-        return [COMPACT_TASK_DEFINITION if self.compact else TASK_DEFINITION]
+        if self.compact:
+            # A small model offered ``task`` with no subagent to run invents one (measured on the
+            # bundled local model); the tool appears once /subagents/ holds a file.
+            return [COMPACT_TASK_DEFINITION] if self.has_subagents is None or self.has_subagents() else []
+        return [TASK_DEFINITION]
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._task(**args)
