@@ -109,14 +109,19 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     # A fresh ``seen``: the subagent has read nothing yet, whatever the parent has (it must
     # not write over a version it never saw). The shared log lets each side's version
     # checks see the other's changes.
+    from memagent.agent.builder import profile_of
+
+    # The subagent's own model decides its tool definitions, as the parent's decides the parent's.
+    compact = profile_of(model) == "compact"
     memory = MemoryTools(view, parent.memory.gate, author="subagent", log=parent.memory.log,
-                         check_tools_json=parent.memory.check_tools_json, rules=parent.memory.rules)
+                         check_tools_json=parent.memory.check_tools_json, rules=parent.memory.rules,
+                         compact=compact)
     # Its edits come from the parent's conversation and turn, through this subagent.
     memory.origin = replace(parent.memory.origin, kind="subagent", detail=name)
     mcp = [p for p in parent.tools.providers if isinstance(p, McpTools)]
     hooks = replace(parent.hooks, on_text=_quiet)  # its answer is shown once, as the task result
-    child = Agent(ToolBox([memory, SearchTools(view), *mcp], allowed=allowed), model, memory=memory, hooks=hooks,
-                  max_steps=SUBAGENT_MAX_STEPS,
+    child = Agent(ToolBox([memory, SearchTools(view, compact=compact), *mcp], allowed=allowed), model,
+                  memory=memory, hooks=hooks, max_steps=SUBAGENT_MAX_STEPS,
                   prompt=FixedPrompt(f"You are the subagent '{name}'.\n\n{body}"))
     result = child.turn(description)
     answer = result.text or "(the subagent gave no answer)"

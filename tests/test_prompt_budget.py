@@ -147,6 +147,20 @@ def test_the_compact_task_tool_comes_with_the_first_subagent(store: SqlStore) ->
     assert "task" in {t["name"] for t in full.requests[0]["tools"]}
 
 
+def test_a_small_models_subagent_gets_the_compact_tools(store: SqlStore) -> None:
+    store.create_agent("helped", {"/AGENTS.md": "- Be brief.\n", "/subagents/finder.md":
+                                  "---\nname: finder\ndescription: Finds notes.\n---\nFind the note asked for.\n"})
+    model = SmallModel()
+    model.enqueue_tool_use("task", {"subagent": "finder", "description": "Find the note on Ann."})
+    model.enqueue_text("Nothing on Ann.")  # the subagent's answer
+    model.enqueue_text("There is no note on Ann.")
+    build_agent(AgentView(store, "helped"), model, yolo=True).turn("What do my notes say about Ann?")
+    parent, child, _ = model.requests
+    compact = {t["name"]: t["description"] for t in parent["tools"]}
+    assert child["system"][0]["text"].startswith("You are the subagent 'finder'.")
+    assert child["tools"] and all(compact[t["name"]] == t["description"] for t in child["tools"])
+
+
 def test_the_profile_can_be_forced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMAGENT_PROMPT_PROFILE", "full")
     assert profile_of(SmallModel()) == "full"
