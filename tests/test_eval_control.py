@@ -121,3 +121,30 @@ def test_no_memory_is_for_scenarios_not_benchmarks(tmp_path: Path, chat_env: Non
     proc = run("eval", "--no-memory", "--locomo", str(data))
     assert proc.returncode == 2
     assert "--no-memory is the control of scenario runs" in err(proc)
+
+
+def test_the_control_starts_no_mcp_server(tmp_path: Path) -> None:
+    """``/tools.json``'s servers belong to memory: withheld, none of them starts."""
+    marker = tmp_path / "started"
+    touch = "import pathlib, sys; pathlib.Path(sys.argv[1]).touch()"
+    tools = {"mcp_servers": {"probe": {"command": "{python}", "args": ["-c", touch, str(marker)]}},
+             "tools": [{"server": "probe", "name": "anything"}]}
+    scenario = parse(f"""name: control-mcp
+description: a /tools.json server that leaves a file when it starts
+files:
+  /tools.json: '{json.dumps(tools)}'
+sessions:
+  - turns:
+      - user: "Hello."
+        expect:
+          answer_matches: 'Hello'
+""", "control-mcp.yaml")
+    model = ScriptedModel()
+    model.enqueue_text("Hello.")
+    result = run_scenario(scenario, model, templates=templates.files, memory=False)
+    assert result.error is None and model.requests[0]["tools"] == []
+    assert not marker.exists()
+    # The same scenario with memory starts it (so the file is a real witness).
+    model.enqueue_text("Hello.")
+    run_scenario(scenario, model, templates=templates.files)
+    assert marker.exists()

@@ -324,8 +324,9 @@ class Run:
 
     def _new_session(self) -> Session:
         self.close()
+        # The control offers no tool, so it starts none of /tools.json's servers either.
         session = build_session(self.view, self.model, self.ui, threads=self.threads,
-                                context_budget=self.scenario.context_budget)
+                                context_budget=self.scenario.context_budget, mcp=self.memory)
         if not self.memory:
             withhold_memory(session.agent)
         self.session = session
