@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import pytest
 
+from memagent.agent.cli import config, templates
+from memagent.vfs import SqlStore, open_store
 from memagent.vfs.db import HEAD
+from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import err, out, run
 
 AGENTS = "# Rules\n- Use bullet points.\n"
+
+
+def init_agent(name: str) -> SqlStore:
+    """What `memagent init NAME` makes (the default template), through the library: the
+    set-up of the tests below, not what they test (test_round_trip_on_fresh_home runs
+    `memagent init` itself). Each `memagent` process costs most of a second; the caller
+    closes the store."""
+    store = open_store(config.db_url())
+    store.create_agent(name, templates.files(templates.DEFAULT_TEMPLATE))
+    return store
 
 
 def test_round_trip_on_fresh_home() -> None:
@@ -51,7 +64,7 @@ def test_round_trip_on_fresh_home() -> None:
 
 
 def test_agent_from_environment() -> None:
-    run("init", "envy")
+    init_agent("envy").close()
     p = run("fs", "ls", env={"MEMAGENT_AGENT": "envy"})
     assert p.returncode == 0 and "AGENTS.md" in out(p)
 
@@ -74,16 +87,24 @@ def test_agent_from_environment() -> None:
 )
 def test_bad_input_one_line_nothing_changed(args: tuple[str, ...], stdin: bytes | str | None,
                                             message: str) -> None:
-    run("init", "demo")
-    run("fs", "write", "/AGENTS.md", "-a", "demo", stdin="apples and apples\n")
-    before = run("fs", "log", "/AGENTS.md", "-a", "demo").stdout
-    p = run(*args, "--agent", "demo", stdin=stdin)
-    assert p.returncode == 1
-    lines = err(p).splitlines()
-    assert len(lines) == 1 and lines[0].startswith("memagent: ") and message in lines[0]
-    assert "Traceback" not in err(p)
-    assert run("fs", "log", "/AGENTS.md", "-a", "demo").stdout == before
-    assert run("fs", "glob", "**", "-a", "demo").stdout == b"/AGENTS.md\n"
+    # The bad command runs through the real CLI; the set-up and the "nothing changed" checks
+    # go through the library (the same history and paths `fs log` and `fs glob` print), so
+    # each case starts one `memagent` process instead of six.
+    store = init_agent("demo")
+    try:
+        view = AgentView(store, "demo", user=config.user_id())  # as the command sees it
+        view.write("/AGENTS.md", "apples and apples\n")
+        before = view.history("/AGENTS.md")
+        p = run(*args, "--agent", "demo", stdin=stdin)
+        assert p.returncode == 1
+        lines = err(p).splitlines()
+        assert len(lines) == 1 and lines[0].startswith("memagent: ") and message in lines[0]
+        assert "Traceback" not in err(p)
+        assert view.history("/AGENTS.md") == before
+        assert view.read("/AGENTS.md").content == "apples and apples\n"
+        assert view.glob("**") == ["/AGENTS.md"]
+    finally:
+        store.close()
 
 
 def test_unknown_agent() -> None:
@@ -120,10 +141,12 @@ def test_db_upgrade() -> None:
 def test_glob_with_an_absolute_pattern_naming_a_mount_matches_inside_it() -> None:
     # `fs glob '/user/*.md'` read as a path from / (as '/knowledge/*.md' is) found nothing,
     # while `fs glob '*.md' /user` did; the same for /conversations/ and /org/.
-    run("init", "demo")
+    store = init_agent("demo")
+    ann = AgentView(store, "demo", user="ann")
+    ann.write("/user/prefs.md", "Likes tea.\n")
+    ann.write("/knowledge/tea.md", "Green tea.\n")
+    store.close()
     env = {"MEMAGENT_USER": "ann"}
-    run("fs", "write", "/user/prefs.md", "-a", "demo", stdin="Likes tea.\n", env=env)
-    run("fs", "write", "/knowledge/tea.md", "-a", "demo", stdin="Green tea.\n", env=env)
     assert out(run("fs", "glob", "/user/*.md", "-a", "demo", env=env)) == "/user/prefs.md\n"
     assert out(run("fs", "glob", "/knowledge/*.md", "-a", "demo", env=env)) == "/knowledge/tea.md\n"
     assert out(run("fs", "glob", "/**/*.md", "-a", "demo", env=env)) == (
@@ -134,7 +157,7 @@ def test_an_unknown_agent_whose_name_init_would_refuse_is_not_suggested_to_init(
     # `memagent export 'My Agent' out` said "create it with `memagent init My Agent`", which fails.
     for db_exists in (False, True):
         if db_exists:
-            run("init", "demo")
+            init_agent("demo").close()
         p = run("fs", "ls", "-a", "My Agent")
         assert p.returncode == 1 and len(err(p).splitlines()) == 1
         assert "memagent init" not in err(p) and "agent names are 1-64 characters" in err(p), err(p)
