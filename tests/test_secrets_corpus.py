@@ -93,6 +93,7 @@ SPENT = [
     ("secrets_heldout3", 130, 100),  # 122/139, 3/100
     ("secrets_heldout4", 120, 95),  # 106/125, 2/97
     ("secrets_heldout5", 240, 150),  # 184/245, 10/152
+    ("secrets_heldout6", 220, 155),  # 212/224, 3/159 (drawn at random from gitleaks' rule list)
 ]
 
 

@@ -247,6 +247,10 @@ _VALUE_PLACEHOLDERS = (
     "xxx",
     "***",
     "...",
+    # Redacted with bullets or dots (a dashboard's "shpat_••••9ac4").
+    "•••",
+    "●●●",
+    "···",
     "todo",
     "fixme",
     "replace",
@@ -317,8 +321,19 @@ def _cursor_before(m: re.Match[str], text: str) -> bool:
     return bool(parts) and parts[-1].lower() in _CURSOR_NAMES
 
 
+# A name saying its value is public by design (publicAccessToken, PUBLISHABLE_KEY, anon_key), or
+# Plaid's link_token (handed to the browser to open Link): the matched word ends such a name.
+_PUBLIC_NAME = re.compile(r"(?i)pub(?:lic|lishable)|anon|link_?$")
+
+
+def _public_name_before(m: re.Match[str], text: str) -> bool:
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    head = text[max(line_start, m.start() - 48) : m.start()]
+    return _PUBLIC_NAME.search(head[len(head.rstrip(_NAME_CHARS)) :]) is not None
+
+
 def _real_assigned_secret(m: re.Match[str], text: str) -> bool:
-    if _cursor_before(m, text) or _in_reference(m, text):
+    if _cursor_before(m, text) or _in_reference(m, text) or _public_name_before(m, text):
         return False
     return _real_assigned_value(m, text)
 
@@ -417,6 +432,11 @@ def _key_like(m: re.Match[str], _: str) -> bool:
     return _mixed(body) or prefixed or (hexed and any(c.isdigit() for c in body) and any(c.isalpha() for c in body))
 
 
+def _defined_secret(m: re.Match[str], text: str) -> bool:
+    """``#define NAME "value"`` with a secret's name (not a public one) and a real-looking value."""
+    return _PUBLIC_NAME.search(m.group("n")) is None and _real_assigned_value(m, text)
+
+
 def _django_key(m: re.Match[str], _: str) -> bool:
     # startproject's keys draw from lower-case letters, digits and !@#$%^&*(-_=+); a real one
     # mixes letters with digits or symbols, where a snake_case name does not.
@@ -449,6 +469,8 @@ def _real_quoted_value(m: re.Match[str], text: str) -> bool:
     """A quoted value after a secret's name (.env, YAML, shell): punctuation is part of it."""
     value = m.group("s")
     if _REFERENCE_VALUE.search(value) or value[0] in "/~." or value.startswith(_PUBLIC_PREFIXES):
+        return False
+    if _public_name_before(m, text):
         return False
     if _cursor_before(m, text) or any(p in value.lower() for p in _VALUE_PLACEHOLDERS):
         return False
@@ -619,7 +641,7 @@ def _signed_url(m: re.Match[str], text: str) -> bool:
 _CONTEXT_WORDS = ("key", "token", "secret", "pass", "pw", "auth", "credential")
 # A name containing one of these says the value is public, an id, or no credential at all.
 _NOT_SECRET_NAME = re.compile(
-    r"pub|anon|client_?id|site_?key|key_?id|idempotency|author(?!i[sz])|hash|sha\d|checksum|digest"
+    r"pub|anon|link_?token|client_?id|site_?key|key_?id|idempotency|author(?!i[sz])|hash|sha\d|checksum|digest"
     r"|etag|integrity|fingerprint|cache|partition|sort_?key|primary|foreign|lookup|object_?key|search"
     r"|bypass|passeng|passport|passthr|passiv|compass|passage|monkey|turkey|hockey|keyboard|keyword"
     r"|keyspace|keystore_?(?:path|type)|keychain|keyring|keypair_?name|ssh|host_?key|client[_-]?key|encrypted|recipient"
@@ -997,6 +1019,10 @@ _SECRET_WORDS = (
 )
 # What a .pgpass or htpasswd line's value may start with after its first ":" (a port is a digit
 # or *): never a space, so the ": " of prose and YAML is no candidate.
+# A password that starts with "-" after a flag that always takes a value (docker login -p, redis-cli
+# -a): anything but another flag (-x, --no-auth-warning, --password-stdin).
+_DASHED_VALUE = r"-(?![-A-Za-z]+(?:[\s=]|$))\S{5,200}"
+
 _COLON_VALUE_STARTS = string.ascii_letters + string.digits + "*!#&+=?@^"
 
 _RULES: tuple[_Rule, ...] = (
@@ -1070,7 +1096,8 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a bearer token in an Authorization header",
         re.compile(
-            r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?(?P<scheme>[a-z][a-z0-9_-]{1,24})\s+"
+            # (Or a directive's space and a quote: nginx's proxy_set_header Authorization "Basic ...".)
+            r"(?i)\bauthorization[\"']?(?:\s*[:=]\s*|[ \t]+(?=[\"']))[\"']?(?P<scheme>[a-z][a-z0-9_-]{1,24})\s+"
             r"(?P<s>[A-Za-z0-9._~+/=:-]{20,})"
         ),
         _starts_folded("auth"),  # "auth" rather than "authorization": the context rule's anchor, no pass of its own
@@ -1167,6 +1194,13 @@ _RULES: tuple[_Rule, ...] = (
         "a Django secret key",
         # startproject's alphabet, 50 characters, quoted: prose does not look like this.
         re.compile(r"(?i:secret_key)[\"']?[ \t]*[:=][ \t]*([\"'])(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})\1"),
+        _starts_folded("secret_key"),
+        _django_key,
+    ),
+    _Rule(
+        "a Django secret key",
+        # The same key unquoted, alone on its line (a .env file): 50 characters of any case.
+        re.compile(r"(?im)\bsecret_key[ \t]*=[ \t]*(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})[ \t\r]*$"),
         _starts_folded("secret_key"),
         _django_key,
     ),
@@ -1294,6 +1328,48 @@ _RULES: tuple[_Rule, ...] = (
         _docker_auth,
     ),
     _prefixed("a Docker Hub access token", ("dckr_pat_", "dckr_oat_"), r"[A-Za-z0-9_-]{27,}"),
+    _prefixed("an Airtable personal access token", ("pat",), r"[A-Za-z0-9]{14}\.[a-f0-9]{64}\b"),
+    _prefixed(
+        "an Authress service key",
+        ("sc_", "ext_", "scauth_", "authress_"),
+        r"[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+    ),
+    _prefixed("a Flutterwave secret key", ("FLWSECK",), r"(?:_TEST)?-?[a-fA-F0-9]{12,32}(?:-X)?\b", _has_digit),
+    _Rule(
+        "a Fly deploy token",
+        re.compile(r"\b(?P<s>(?:FlyV1[ \t]+)?fm[12][a-z]?_[A-Za-z0-9+/=,_-]{40,})"),
+        _starts("FlyV1", "fm1", "fm2"),
+        _mixed_body,
+    ),
+    _prefixed("a SettleMint token", ("sm_pat_", "sm_aat_", "sm_sat_"), r"[A-Za-z0-9]{16}\b", _mixed_body),
+    _Rule(
+        "a password in a Bundler config",
+        # bundle config [set] [--global|--local] gems.example.com user:password
+        re.compile(
+            r"\bbundle[ \t]+config[ \t]+(?:set[ \t]+)?(?:--(?:global|local)[ \t]+)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
+            r"[ \t]+[^\s:]{1,64}:(?P<s>\S{6,200})"
+        ),
+        _starts("bundle"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password in a Bundler config",
+        # BUNDLE_GEMS__EXAMPLE__COM=user:password (the same setting in the environment).
+        re.compile(r"\bBUNDLE_[A-Z0-9_]+__[A-Z]{2,}[ \t]*=[ \t]*[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{6,200})"),
+        _starts("BUNDLE_"),
+        _real_command_password,
+    ),
+    _Rule(
+        "a password, secret or token assigned in plain text",
+        # A C or C++ #define of a secret's name to a string literal (#define IO_KEY "...").
+        re.compile(
+            r"#[ \t]*define[ \t]+(?P<n>[A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASS(?:WORD)?|PWD|AUTH)[A-Za-z0-9_]*)"
+            r"[ \t]+\"(?P<s>[^\"\n]{8,200})\""
+        ),
+        _starts("#"),
+        _defined_secret,
+        generic=True,
+    ),
     _Rule(
         "a password on a command line",
         # docker login -p X (and podman, nerdctl, buildah, helm registry).
@@ -1301,7 +1377,7 @@ _RULES: tuple[_Rule, ...] = (
         # The anchor is folded: the pass that finds it also serves "login: user / password".
         re.compile(
             r"(?<=[ \t])login\b[^\n]{0,200}?[ \t]-p[ \t]*=?[ \t]*"
-            r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
+            rf"(?P<s>'[^'\s]{{1,200}}'|\"[^\"\s]{{1,200}}\"|[^\s'\"-]\S{{0,200}}|{_DASHED_VALUE})"
         ),
         _starts_folded("login"),
         _registry_login,
@@ -1366,7 +1442,7 @@ _RULES: tuple[_Rule, ...] = (
         # redis-cli -a <password> (and --pass).
         re.compile(
             r"\bredis-cli\b[^\n]{0,200}?[ \t](?:-a|--pass)[ \t]+"
-            r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
+            rf"(?P<s>'[^'\s]{{1,200}}'|\"[^\"\s]{{1,200}}\"|[^\s'\"-]\S{{0,200}}|{_DASHED_VALUE})"
         ),
         _starts("redis-cli"),
         _real_command_password,
