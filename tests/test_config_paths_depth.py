@@ -32,6 +32,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import Implementation
 
+from memagent.agent.cli import templates
 from memagent.agent.formats import FORMATS, ExportOptions, FormatError, export_agent, get_format, import_tree
 from memagent.validators import config_location, validate
 from memagent.vfs import SqlStore, open_store
@@ -110,14 +111,20 @@ def test_the_store_refuses_the_nested_repository_and_a_move_into_it(store: SqlSt
 
 def test_fs_write_refuses_the_nested_repository(backend_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMAGENT_DB", backend_url)
-    assert run("init", "ra", "--template", "empty").returncode == 0
+    # The agent is set-up (what `memagent init ra --template empty` stores), made in-process:
+    # the commands under test are the writes.
+    with contextlib.closing(open_store(backend_url)) as store:
+        store.create_agent("ra", templates.files("empty"))
+        before = {i.path for i in store.all_files("agent:ra")}
     for path, content in PLANTED.items():
         p = run("fs", "write", path, "-a", "ra", stdin=content)
         assert p.returncode == 1, path
         assert err(p).startswith("memagent: ") and "configuration" in err(p) and "Traceback" not in err(p)
         assert "named .git in any folder" in err(p)
-    p = run("fs", "ls", "/knowledge", "-a", "ra")
-    assert ".git" not in out(p)
+    # Nothing of the repository was stored (the whole agent, not only what `fs ls /knowledge` lists).
+    with contextlib.closing(open_store(backend_url)) as store:
+        stored = {i.path for i in store.all_files("agent:ra")}
+    assert stored == before and not any(".git" in path for path in stored), stored
 
 
 @contextlib.asynccontextmanager
@@ -224,8 +231,10 @@ def git_status(folder: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 @pytest.mark.parametrize("name", list(FORMATS))
-def test_an_old_nested_repository_never_reaches_a_checkout(name: str, tmp_path: Path,
+def test_an_old_nested_repository_never_reaches_a_checkout(name: str, tmp_path: Path, migrated_sqlite_template: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new database as memagent leaves it after its first start (conftest's migrated template).
+    shutil.copyfile(migrated_sqlite_template, tmp_path / "old.db")
     url = f"sqlite:///{tmp_path / 'old.db'}"
     monkeypatch.setenv("MEMAGENT_DB", url)
     marker = tmp_path / "PWNED"
