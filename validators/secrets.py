@@ -288,7 +288,9 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
     value = m.group("s")
     low = value.lower()
     # ("!" may start a password; a YAML tag such as "!vault |" is followed by a space and too short.)
-    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/~.%&*@=:#-+":
+    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/.%&*@=:#-+":
+        return False
+    if value[0] == "~" and (len(value) == 1 or "/" in value):  # a home path, or YAML's null
         return False
     if _code_reference(value) or len(set(value)) < 5:  # settings.SECRET_KEY, aaaa1111
         return False
@@ -332,10 +334,18 @@ def _public_name_before(m: re.Match[str], text: str) -> bool:
     return _PUBLIC_NAME.search(head[len(head.rstrip(_NAME_CHARS)) :]) is not None
 
 
+_PUBLIC_COMMENT = re.compile(r"[^\n]*?(?://|#|--|/\*)[^\n]*\b(?:public|search[- ]only)\b", re.IGNORECASE)
+
+
+def _said_public_after(m: re.Match[str], text: str) -> bool:
+    """A comment after the value, on its line, says the key is public (``// public search key``)."""
+    return _PUBLIC_COMMENT.match(text, m.end()) is not None
+
+
 def _real_assigned_secret(m: re.Match[str], text: str) -> bool:
     if _cursor_before(m, text) or _in_reference(m, text) or _public_name_before(m, text):
         return False
-    return _real_assigned_value(m, text)
+    return not _said_public_after(m, text) and _real_assigned_value(m, text)
 
 
 def _real_bearer(m: re.Match[str], text: str) -> bool:
@@ -470,7 +480,7 @@ def _real_quoted_value(m: re.Match[str], text: str) -> bool:
     value = m.group("s")
     if _REFERENCE_VALUE.search(value) or value[0] in "/~." or value.startswith(_PUBLIC_PREFIXES):
         return False
-    if _public_name_before(m, text):
+    if _public_name_before(m, text) or _said_public_after(m, text):
         return False
     if _cursor_before(m, text) or any(p in value.lower() for p in _VALUE_PLACEHOLDERS):
         return False
@@ -509,6 +519,9 @@ def _password_shaped(token: str, shortest: int = 8) -> bool:
 _TRAILING = ".,;:)]}'\"`"
 
 
+_SPELLS_PASSWORD = re.compile(r"(?i)p[a@]ss(?:w[o0]rd|wort)")
+
+
 def _password_in_prose(m: re.Match[str], text: str) -> bool:
     """A word for "password" followed, within the same clause, by a password-shaped token
     ("the password for the staging db is Tr0ub4dor&3", "pass: Xk9#mPq2!vL")."""
@@ -527,7 +540,8 @@ def _password_in_prose(m: re.Match[str], text: str) -> bool:
         # Code, a flag (CFLAGS=-O2), or a value encrypted in place (ENC[...]): not a password.
         if _ONE_CASE_ASSIGNMENT.match(token) or "(" in token or _REFERENCE_VALUE.search(token):
             continue
-        if _password_shaped(token, 8):
+        # A policy's example of a bad password spells the word itself (Password123!, P@ssw0rd1).
+        if _password_shaped(token, 8) and not _SPELLS_PASSWORD.search(token):
             return True
     return False
 
@@ -688,7 +702,7 @@ def _secret_named_value(m: re.Match[str], text: str) -> bool:
     """A random value assigned or paired with a secret's name (see the rule); not public, an id,
     a hash, a cursor, a reference, or a UUID under any name but a secret's."""
     name = _name_at(m, text)
-    if _NOT_SECRET_NAME.search(name) or _in_reference(m, text):
+    if _NOT_SECRET_NAME.search(name) or _in_reference(m, text) or _said_public_after(m, text):
         return False
     parts = [p for p in re.split(r"[_.\-]|(?<=[a-z])(?=[A-Z])", text[m.end("n") - len(name) : m.end("n")]) if p]
     last = parts[-1].lower() if parts else ""
@@ -1233,7 +1247,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         re.compile(
-            r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|token|api-key|apikey|secret|access-key)"
+            r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|token|api-key|apikey|apiKey|secret|access-key|accessKey)"
             r"(?:=|[ \t]{1,10})(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
         _starts("--"),
@@ -1333,6 +1347,22 @@ _RULES: tuple[_Rule, ...] = (
         "an Authress service key",
         ("sc_", "ext_", "scauth_", "authress_"),
         r"[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+    ),
+    _prefixed("a SonarQube token", ("sqp_", "squ_", "sqa_"), r"[0-9a-f]{40}\b", _has_digit),
+    _prefixed("an Octopus Deploy API key", ("API-",), r"[A-Z0-9]{26}\b", _has_digit),
+    _Rule(
+        "a Twitter access token",
+        # <user id>-<40 letters and digits> (OAuth 1.0a), as tweepy and twurl take it.
+        re.compile(r"(?<![\w-])(?P<s>[0-9]{15,25}-[A-Za-z0-9]{20,40})(?![\w-])"),
+        (_Anchor("-", back_over=string.digits, back_max=25),),
+        _mixed_body,
+    ),
+    _Rule(
+        "a Facebook app access token",
+        # <app id>|<app secret>: the app's own token, as Graph API URLs and SDK calls carry it.
+        re.compile(r"(?<![\w|])(?P<s>[0-9]{13,17}\|[0-9a-f]{32})(?![\w|])"),
+        (_Anchor("|", back_over=string.digits, back_max=17),),
+        _hex_mixed,
     ),
     _prefixed("a Flutterwave secret key", ("FLWSECK",), r"(?:_TEST)?-?[a-fA-F0-9]{12,32}(?:-X)?\b", _has_digit),
     _Rule(
@@ -1531,10 +1561,21 @@ _RULES: tuple[_Rule, ...] = (
         generic=True,
     ),
     _Rule(
+        "a password, secret or token assigned in plain text",
+        # A key named by its power in a sentence, then the key ("use the algolia write key <key>").
+        re.compile(
+            r"(?<![A-Za-z0-9])(?i:admin|write|secret|private|master|server|api)[ \t_-]?(?i:key)[ \t]+[\"'`]?"
+            r"(?P<s>[A-Za-z0-9_-]{24,200})(?![A-Za-z0-9_-])"
+        ),
+        _starts_folded("admin", "write", "secret", "private", "master", "server", "api"),
+        _key_like,
+        generic=True,
+    ),
+    _Rule(
         "a password written in plain text",
         # "login: deploy / <password>": a login's user and password written as a pair.
         re.compile(
-            r"(?<![A-Za-z0-9_])(?i:login|credentials)[ \t]*[:=][ \t]*[^\s/:]{1,64}"
+            r"(?<![A-Za-z0-9_])(?i:login|credentials)(?:[ \t]*[:=]|[ \t]+(?i:is|are))[ \t]*[^\s/:]{1,64}"
             r"[ \t]*/[ \t]*(?P<s>\S{8,100})"
         ),
         _starts_folded("login", "credential"),
