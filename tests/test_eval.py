@@ -11,17 +11,22 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from bench.eval_oracle import OracleModel
 from bench.fake_messages_api import FakeMessagesAPI
 from bench.fake_openai_api import FakeOpenAIAPI
 from memagent.agent.cli import templates
+from memagent.agent.cli.main import main
 from memagent.agent.evals import results
 from memagent.agent.evals.checks import Observed, run_check
 from memagent.agent.evals.harness import ScenarioResult, run_scenario
@@ -38,6 +43,23 @@ SUITE = {s.name: s for s in builtin()}
 NOT_ABOUT_RECALL = {"transient-not-stored", "question-leaves-memory-alone", "small-prompt"}
 
 
+@pytest.fixture
+def scratch(tmp_path: Path, migrated_sqlite_template: Path) -> Callable[[], str]:
+    """A new database for each ``run_scenario`` here: a copy of conftest's migrated template, the
+    schema the harness's own scratch store (``db_url=None``) migrates a new file to, 0.4-0.6 s a
+    run over dozens of runs. Each call is a new file, so no run sees another's agent. The
+    ``db_url=None`` path itself stays covered (the model-error and unknown-template tests, and
+    every ``memagent eval`` run below)."""
+    numbers = itertools.count()
+
+    def new() -> str:
+        path = tmp_path / f"scratch-{next(numbers)}.db"
+        shutil.copyfile(migrated_sqlite_template, path)
+        return f"sqlite:///{path}"
+
+    return new
+
+
 def test_the_suite_covers_the_issue() -> None:
     assert len(SUITE) >= 20
     for name in ("correction-next-thread", "remember-preference-agents-md", "remember-procedure-skill",
@@ -52,27 +74,27 @@ def test_the_suite_covers_the_issue() -> None:
 
 
 @pytest.mark.parametrize("name", builtin_names())
-def test_a_model_that_uses_memory_passes_every_builtin_scenario(name: str) -> None:
-    result = run_scenario(SUITE[name], OracleModel(), templates=templates.files)
+def test_a_model_that_uses_memory_passes_every_builtin_scenario(name: str, scratch: Callable[[], str]) -> None:
+    result = run_scenario(SUITE[name], OracleModel(), templates=templates.files, db_url=scratch())
     assert result.error is None
     failed = [(c.where, c.label, c.detail) for c in result.checks if not c.passed]
     assert not failed
     assert result.total == SUITE[name].checks and result.tokens > 0 and result.requests > 0
 
 
-def test_a_model_that_ignores_memory_fails_the_memory_checks() -> None:
+def test_a_model_that_ignores_memory_fails_the_memory_checks(scratch: Callable[[], str]) -> None:
     failing = set()
     for name, scenario in SUITE.items():
-        result = run_scenario(scenario, OracleModel(uses_memory=False), templates=templates.files)
+        result = run_scenario(scenario, OracleModel(uses_memory=False), templates=templates.files, db_url=scratch())
         assert result.error is None
         if result.passed < result.total:
             failing.add(name)
     assert failing == set(SUITE) - NOT_ABOUT_RECALL
 
 
-def test_the_overflow_scenario_really_folds_the_thread() -> None:
+def test_the_overflow_scenario_really_folds_the_thread(scratch: Callable[[], str]) -> None:
     model = OracleModel()
-    result = run_scenario(SUITE["rule-survives-overflow"], model, templates=templates.files)
+    result = run_scenario(SUITE["rule-survives-overflow"], model, templates=templates.files, db_url=scratch())
     assert result.passed == result.total
     # A summary request (no tools) was made: the early rule left the verbatim window.
     assert model.summaries > 0
@@ -128,10 +150,10 @@ CASES: list[tuple[str, str, str, dict[str, bool]]] = [
 @pytest.mark.parametrize(("kind", "failing", "passing", "script"), CASES, ids=[f"{c[0]}-{i}" for i, c in
                                                                                   enumerate(CASES)])
 def test_each_check_kind_fails_when_it_should(kind: str, failing: str, passing: str,
-                                              script: dict[str, bool]) -> None:
+                                              script: dict[str, bool], scratch: Callable[[], str]) -> None:
     for check, want in ((failing, False), (passing, True)):
         scenario = parse(BASE.format(check=check), "kinds.yaml")
-        result = run_scenario(scenario, _scripted(**script), templates=templates.files)
+        result = run_scenario(scenario, _scripted(**script), templates=templates.files, db_url=scratch())
         assert result.error is None
         assert [c.check for c in result.checks] == [kind]
         assert result.checks[0].passed is want, (check, result.checks[0].detail)
@@ -139,13 +161,13 @@ def test_each_check_kind_fails_when_it_should(kind: str, failing: str, passing: 
             assert result.checks[0].detail and result.checks[0].answer == "hello, short answer"
 
 
-def test_tool_called_fails_when_no_tool_was_called() -> None:
+def test_tool_called_fails_when_no_tool_was_called(scratch: Callable[[], str]) -> None:
     scenario = parse(BASE.format(check="tool_called: read_file"), "kinds.yaml")
-    result = run_scenario(scenario, _scripted(), templates=templates.files)
+    result = run_scenario(scenario, _scripted(), templates=templates.files, db_url=scratch())
     assert not result.checks[0].passed and "never called" in result.checks[0].detail
 
 
-def test_a_check_after_a_turn_sees_that_turn_only() -> None:
+def test_a_check_after_a_turn_sees_that_turn_only(scratch: Callable[[], str]) -> None:
     text = """name: per-turn
 description: tool calls of an earlier turn do not count for a later turn's check
 files: {"/AGENTS.md": "x\\n"}
@@ -160,12 +182,12 @@ sessions:
     model.enqueue_tool_use("read_file", {"file_path": "/AGENTS.md"})
     model.enqueue_text("first")
     model.enqueue_text("second")
-    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files)
+    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files, db_url=scratch())
     assert [c.passed for c in result.checks] == [True, True, True]
     assert [c.where for c in result.checks] == ["session 1 turn 1", "session 1 turn 2", "session 1 turn 2"]
 
 
-def test_text_before_a_tool_call_and_after_it_are_separate_lines_of_the_answer() -> None:
+def test_text_before_a_tool_call_and_after_it_are_separate_lines_of_the_answer(scratch: Callable[[], str]) -> None:
     text = """name: two-blocks
 description: the answer's last block starts a line, as it does in chat
 files: {"/AGENTS.md": "x\\n"}
@@ -177,7 +199,7 @@ sessions:
     model = ScriptedModel()
     model.enqueue_tool_use("read_file", {"file_path": "/AGENTS.md"}, text="Let me check")
     model.enqueue_text("- a\n- b")
-    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files)
+    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files, db_url=scratch())
     assert [c.passed for c in result.checks] == [True, True], [c.detail for c in result.checks]
 
 
@@ -194,7 +216,7 @@ def test_memory_valid_fails_on_a_file_that_fails_its_validator(tmp_path: Path) -
     store.close()
 
 
-def test_approve_none_rejects_every_write() -> None:
+def test_approve_none_rejects_every_write(scratch: Callable[[], str]) -> None:
     text = """name: rejected
 description: with approve none the write is refused and nothing is stored
 files: {"/AGENTS.md": "x\\n"}
@@ -210,7 +232,7 @@ expect:
     model = ScriptedModel()
     model.enqueue_tool_use("write_file", {"file_path": "/AGENTS.md", "content": "y\n"})
     model.enqueue_text("could not")
-    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files)
+    result = run_scenario(parse(text, "t.yaml"), model, templates=templates.files, db_url=scratch())
     assert all(c.passed for c in result.checks)
     rejected = model.requests[1]["messages"][-1]["content"][0]
     assert rejected.get("is_error") is True
@@ -274,12 +296,16 @@ def test_the_cli_exits_2_on_a_malformed_scenario(tmp_path: Path, chat_env: None)
                                  "memory_valid, tool_called, tool_not_called, max_prompt_tokens, max_revisions, "
                                  "file_exists, file_absent")
     assert "Traceback" not in err(proc)
+    # The other mistakes end before any work: the same command, run in this process (click's
+    # runner), not seven more interpreters. The exit status and stderr are the command's own; an
+    # exception other than the exit would be the traceback a person sees.
     lme = str(Path(__file__).parent / "fixtures" / "eval" / "longmemeval_small.json")
     for args in (("nope-not-a-scenario",), ("-k", "zzz-none"), ("--retrieval-only",), ("compare", str(bad)),
                  ("--longmemeval", lme, "--runs", "2"), ("--longmemeval", lme, "--top", "3"), ("--top", "3")):
-        proc = run("eval", *args, env={"ANTHROPIC_API_KEY": "k"})
-        assert proc.returncode == 2, args
-        assert err(proc).startswith("memagent: ") and "Traceback" not in err(proc)
+        result = CliRunner(env={"ANTHROPIC_API_KEY": "k"}).invoke(main, ["eval", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert isinstance(result.exception, SystemExit), (args, result.exception)
+        assert result.stderr.startswith("memagent: ") and "Traceback" not in result.stderr, (args, result.stderr)
 
 
 def test_two_scenarios_with_one_name_exit_2_and_the_same_file_twice_runs_once(tmp_path: Path,
@@ -419,9 +445,9 @@ def test_the_jsonl_holds_every_check_and_a_summary(tmp_path: Path) -> None:
         {"scenario": "one", "passed": 1, "total": 2, "tokens": 100, "seconds": 0.5}
 
 
-def test_a_failed_memory_check_records_the_memory_diff_and_the_answer() -> None:
+def test_a_failed_memory_check_records_the_memory_diff_and_the_answer(scratch: Callable[[], str]) -> None:
     text = BASE.format(check="memory_matches: {path: /AGENTS.md, pattern: 'bullet'}")
-    result = run_scenario(parse(text, "k.yaml"), _scripted(write=True), templates=templates.files)
+    result = run_scenario(parse(text, "k.yaml"), _scripted(write=True), templates=templates.files, db_url=scratch())
     failed = result.checks[0]
     assert not failed.passed and failed.answer == "hello, short answer"
     assert "-- Keep answers short." in failed.memory_diff and "+- Be brief." in failed.memory_diff
@@ -503,13 +529,19 @@ def test_the_builtin_suite_runs_through_the_cli_on_the_messages_api(tmp_path: Pa
     assert "[#" not in err(proc) and "eval  [" not in err(proc)  # no progress bar: stderr is not a terminal
 
 
-def test_the_builtin_suite_runs_through_the_cli_on_an_openai_compatible_server(tmp_path: Path,
-                                                                              chat_env: None) -> None:
+def test_the_builtin_suite_runs_through_the_cli_on_an_openai_compatible_server(
+        tmp_path: Path, migrated_sqlite_template: Path, chat_env: None) -> None:
     out_file = tmp_path / "results.jsonl"
+    # Every run in a new agent of one scratch database (--scratch-db, a copy of conftest's migrated
+    # template) instead of a new SQLite file migrated per run (0.4-0.6 s each); the default, a file
+    # per run, is what the Messages API run above takes.
+    scratch_db = tmp_path / "scratch.db"
+    shutil.copyfile(migrated_sqlite_template, scratch_db)
     with FakeOpenAIAPI() as api:
         for _ in range(400):
             api.enqueue_callable(lambda body: "Fine.")
         proc = run("eval", "--model", "openai/gpt-test", "--out", str(out_file),
+                   "--scratch-db", f"sqlite:///{scratch_db}",
                    env={"OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "test-key",
                         "MEMAGENT_MCP_TIMEOUT": SERVER_START}, timeout=1800)
     # Mechanics: a model that answers "Fine." to everything runs every scenario and fails checks.
@@ -542,7 +574,7 @@ def test_a_progress_bar_shows_on_a_terminal(chat_env: None) -> None:
         assert screen.finish() == 0
 
 
-def test_files_go_over_the_template() -> None:
+def test_files_go_over_the_template(scratch: Callable[[], str]) -> None:
     text = """name: overlay
 description: a template with one file replaced
 template: assistant
@@ -555,7 +587,7 @@ expect:
 """
     model = ScriptedModel()
     model.enqueue_text("hello")
-    result = run_scenario(parse(text, "o.yaml"), model, templates=templates.files)
+    result = run_scenario(parse(text, "o.yaml"), model, templates=templates.files, db_url=scratch())
     assert [c.passed for c in result.checks] == [True, True]
 
 
