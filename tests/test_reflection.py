@@ -7,8 +7,8 @@ the real `memagent` command talking to the fake Messages API over HTTP.
 from __future__ import annotations
 
 import io
+import os
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +25,7 @@ from memagent.agent.reflection import Checked, Resolution, Review, rebase, refle
 from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.proposals import Busy, ProposalStore
+from memagent.vfs.render import render_log
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
@@ -288,6 +289,17 @@ def home_store() -> Iterator[SqlStore]:
     s.close()
 
 
+def agents_md(store: SqlStore) -> str:
+    """/AGENTS.md as `memagent fs cat` prints it, read in this process: the commands under test
+    below are reflect and review, and every `memagent` process costs most of a second."""
+    return AgentView(store, "bot").read("/AGENTS.md").content
+
+
+def log_lines(store: SqlStore) -> list[str]:
+    """The lines `memagent fs log /AGENTS.md` prints (the same render_log), read in this process."""
+    return render_log(AgentView(store, "bot").history("/AGENTS.md")).splitlines()
+
+
 def model_env(api: FakeMessagesAPI) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.base_url}
 
@@ -311,7 +323,7 @@ def test_reflect_and_review_through_the_command(api: FakeMessagesAPI, home_store
     lines = out(p).splitlines()
     assert lines[0].startswith("proposal #") and "edit /AGENTS.md — asked for bullets twice [reflect run" in lines[0]
     assert "1 proposal(s) waiting for review" in lines[-1]
-    assert run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode() == AGENTS
+    assert agents_md(home_store) == AGENTS
 
     p = run("chat", "bot", stdin="", env=model_env(api))
     assert p.returncode == 0 and "1 memory edit waiting for review: type /review" in out(p)
@@ -322,8 +334,8 @@ def test_reflect_and_review_through_the_command(api: FakeMessagesAPI, home_store
     assert "reason: asked for bullets twice" in out(p) and "+- Use bullet points for every summary." in out(p)
     assert "Please answer y, n, n: <feedback>, or a." in out(p) and "[a]lways" in out(p)
     assert "1 applied, 0 rejected, 0 dropped as stale, 0 pending" in out(p)
-    assert run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode() == RULE
-    log = out(run("fs", "log", "/AGENTS.md", "-a", "bot")).splitlines()
+    assert agents_md(home_store) == RULE
+    log = log_lines(home_store)
     assert log[1].split()[:1] == ["v2"] and " agent " in log[1] and " human " in log[1]
     assert "reflect run" in log[1] and tid[:8] in log[1] and "asked for bullets twice" in log[1]
 
@@ -341,7 +353,7 @@ def test_reject_and_end_of_input_through_the_command(api: FakeMessagesAPI, home_
     assert p.returncode == 0 and "1 proposal(s) left pending" in out(p)
     p = run("review", "bot", stdin="n: not for every summary\n")
     assert p.returncode == 0 and "1 rejected" in out(p)
-    assert run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode() == AGENTS
+    assert agents_md(home_store) == AGENTS
 
 
 def test_dry_run_yolo_and_bad_options_through_the_command(api: FakeMessagesAPI, home_store: SqlStore) -> None:
@@ -353,8 +365,8 @@ def test_dry_run_yolo_and_bad_options_through_the_command(api: FakeMessagesAPI, 
     p = run("reflect", "bot", "--yolo", "--since", "1h", env=model_env(api))
     assert p.returncode == 0, err(p)
     assert "applied edit /AGENTS.md (now version 2)" in out(p)
-    assert run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode() == RULE
-    log = out(run("fs", "log", "/AGENTS.md", "-a", "bot")).splitlines()
+    assert agents_md(home_store) == RULE
+    log = log_lines(home_store)
     assert " yolo " in log[1] and "reflect run" in log[1]
     p = run("reflect", "bot", "--since", "yesterday", env=model_env(api))
     assert p.returncode == 2 and "duration" in err(p)
@@ -366,27 +378,24 @@ def test_dry_run_yolo_and_bad_options_through_the_command(api: FakeMessagesAPI, 
 
 def test_two_concurrent_runs_one_waits_or_exits_cleanly(api: FakeMessagesAPI, home_store: SqlStore) -> None:
     converse(home_store, "bot", "bullets please")
+    env = {**os.environ, **model_env(api)}
+    second: list[tuple[int, str, str]] = []
 
-    def slow(body: dict[str, Any]) -> ScriptMessage:
-        time.sleep(2.0)
+    def while_holding_the_lock(body: dict[str, Any]) -> ScriptMessage:
+        # The first run asks the model only after it took the lock: a second run started
+        # now meets it held, whenever it gets there (no timing), and must exit at once.
+        p = subprocess.run([MEMAGENT, "reflect", "bot", "--wait", "0"], stdin=subprocess.DEVNULL,
+                           capture_output=True, env=env, timeout=60)
+        second.append((p.returncode, p.stdout.decode(), p.stderr.decode()))
         return ScriptMessage([{"type": "text", "text": "Nothing worth keeping."}])
 
-    api.enqueue_callable(slow)
-    import os
-
-    env = {**os.environ, **model_env(api)}
-    procs = [subprocess.Popen([MEMAGENT, "reflect", "bot", *extra], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-             for extra in ([], ["--wait", "0"])]
-    try:
-        results = [(p.wait(timeout=60), p.stdout.read().decode(), p.stderr.read().decode())  # type: ignore[union-attr]
-                   for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    codes = sorted(code for code, _, _ in results)
-    assert codes == [0, 3], results  # one ran; the other exited at once (busy) or waited and found nothing
+    api.enqueue_callable(while_holding_the_lock)
+    first = subprocess.run([MEMAGENT, "reflect", "bot"], stdin=subprocess.DEVNULL, capture_output=True,
+                           env=env, timeout=120)
+    results = [(first.returncode, first.stdout.decode(), first.stderr.decode()), *second]
+    codes = [code for code, _, _ in results]
+    assert codes == [0, 3], results  # one ran; the other exited at once (busy)
+    assert "nothing done" in results[1][2] and "reflect run" in results[1][2], results
     assert all("Traceback" not in e for _, _, e in results)
     # The waiting kind: a third run waits for nothing and finds nothing new.
     p = run("reflect", "bot", "--wait", "5", env=model_env(api))
