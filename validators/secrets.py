@@ -288,7 +288,7 @@ def _real_assigned_value(m: re.Match[str], _: str) -> bool:
     value = m.group("s")
     low = value.lower()
     # ("!" may start a password; a YAML tag such as "!vault |" is followed by a space and too short.)
-    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/.%&*@=:#-+":
+    if any(p in low for p in _VALUE_PLACEHOLDERS) or value[0] in "/.%&*@=:#-+" or _SPELLS_PASSWORD.fullmatch(value):
         return False
     if value[0] == "~" and (len(value) == 1 or "/" in value):  # a home path, or YAML's null
         return False
@@ -364,6 +364,10 @@ def _real_auth_header(m: re.Match[str], text: str) -> bool:
     scheme (GenieKey, Splunk, a vendor's own word) names a credential scheme, so its token counts
     as soon as it is random: a UUID (many services issue them as keys) included."""
     if m.group("scheme").lower() in ("bearer", "token", "basic", "ssws"):
+        # A UUID is a bearer token too (Squarespace's and Heroku's keys are UUIDs); not one of zeros.
+        value = m.group("s")
+        if m.group("scheme").lower() != "basic" and _UUID.fullmatch(value) and len(set(value)) >= 10:
+            return True
         return _real_bearer(m, text)
     value = m.group("s")
     return bool(_UUID.fullmatch(value)) or _real_bearer(m, text) or _key_like(m, text)
@@ -519,7 +523,8 @@ def _password_shaped(token: str, shortest: int = 8) -> bool:
 _TRAILING = ".,;:)]}'\"`"
 
 
-_SPELLS_PASSWORD = re.compile(r"(?i)p[a@]ss(?:w[o0]rd|wort)")
+# The textbook bad password: the word itself, then digits or a "!" (password123, P@ssw0rd1!).
+_SPELLS_PASSWORD = re.compile(r"(?i)p[a@]ssw(?:[o0]rd|ort)[0-9]*[!.]?")
 
 
 def _password_in_prose(m: re.Match[str], text: str) -> bool:
@@ -541,7 +546,7 @@ def _password_in_prose(m: re.Match[str], text: str) -> bool:
         if _ONE_CASE_ASSIGNMENT.match(token) or "(" in token or _REFERENCE_VALUE.search(token):
             continue
         # A policy's example of a bad password spells the word itself (Password123!, P@ssw0rd1).
-        if _password_shaped(token, 8) and not _SPELLS_PASSWORD.search(token):
+        if _password_shaped(token, 8) and not _SPELLS_PASSWORD.fullmatch(token):
             return True
     return False
 
@@ -779,7 +784,9 @@ def _constructor_key(m: re.Match[str], text: str) -> bool:
     if _NOT_SECRET_CLASS.search(m.group("c")):
         return False
     value = m.group("s")
-    return _mixed(value) and len(set(value)) >= 16 and _random_value(value)
+    # (Or 32+ hex digits mixing letters and digits: a Meraki or Flickr key, DashboardAPI("<hex>").)
+    hexed = len(value) >= 32 and _key_like(m, text)
+    return ((_mixed(value) and len(set(value)) >= 16) or hexed) and _random_value(value)
 
 
 # --- the fifth held-out set's contexts (issue 36) ---------------------------------------
@@ -1184,7 +1191,7 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{15,22}/(?P<s>[A-Za-z0-9_-]{50,})"),
         _starts("https://discord", "https://ptb.discord", "https://canary.discord"),
     ),
-    _prefixed("an Atlassian API token", ("ATATT3",), r"[A-Za-z0-9_=-]{150,}"),
+    _prefixed("an Atlassian API token", ("ATATT3", "ATCTT3"), r"[A-Za-z0-9_=-]{150,}"),
     _prefixed("a Notion integration token", ("ntn_",), r"\d{11}[A-Za-z0-9]{35}\b"),
     _prefixed("a HashiCorp Vault token", ("hvs.", "hvb."), r"[A-Za-z0-9_-]{90,}", _mixed_body),
     _Rule(
@@ -1347,6 +1354,14 @@ _RULES: tuple[_Rule, ...] = (
         "an Authress service key",
         ("sc_", "ext_", "scauth_", "authress_"),
         r"[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+    ),
+    _prefixed("a GitLab feature flag client token", ("glffct-",), r"[A-Za-z0-9_-]{20}(?![A-Za-z0-9_-])", _has_digit),
+    _prefixed("a Prefect API key", ("pnu_",), r"[A-Za-z0-9]{36}\b", _mixed_body),
+    _Rule(
+        "a PKCS#12 bundle",
+        # Base64 of a PFX: SEQUENCE, INTEGER 3, then the pkcs7-data content (what `base64 x.p12` prints).
+        re.compile(r"\bMII[A-Za-z0-9+/]{3}IBAzCC[A-Za-z0-9+/]{4}CSqGSIb3DQEHAaCC[A-Za-z0-9+/]{60,}"),
+        _starts("MII"),
     ),
     _prefixed("a SonarQube token", ("sqp_", "squ_", "sqa_"), r"[0-9a-f]{40}\b", _has_digit),
     _prefixed("an Octopus Deploy API key", ("API-",), r"[A-Z0-9]{26}\b", _has_digit),
@@ -1608,7 +1623,7 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(
             r"(?i:passw(?:ord|d)|passphrase|secret(?:_?key)?(?:_?base)?|token|api_?key|access_?key|auth_?key"
             r"|private_?key|credentials?)"
-            r"[\"']?[ \t]*[:=][ \t]*([\"'])(?P<s>(?:(?!\1)\S){8,200})\1"
+            r"[\"']?[ \t]*(?:=>|[:=])[ \t]*([\"'])(?P<s>(?:(?!\1)\S){8,200})\1"
         ),
         _starts_folded(*_SECRET_WORDS),
         _real_quoted_value,
@@ -1739,10 +1754,11 @@ _RULES: tuple[_Rule, ...] = (
         "a token in a URL",
         # A query parameter that carries a credential (?access_token=, ?code= of an Azure Function, ?key=).
         re.compile(
-            r"(?<=[?&])(?i:access_token|api_?key|apikey|token|code|key|auth|secret)="
+            r"(?<=[?&])(?i:access_token|api_?key|apikey|hapikey|token|code|key|auth|secret)="
             r"(?P<s>[A-Za-z0-9%_.~+/=-]{20,400}+)"
         ),
-        _starts_folded("access_token=", "api_key=", "apikey=", "token=", "code=", "key=", "auth=", "secret="),
+        _starts_folded("access_token=", "api_key=", "apikey=", "hapikey=", "token=", "code=", "key=", "auth=",
+                       "secret="),
         _url_query_secret,
     ),
     _Rule(
@@ -1851,7 +1867,7 @@ _RULES: tuple[_Rule, ...] = (
         # -u user -p <password> (cqlsh, mongo, influx...); -p alone prompts.
         re.compile(
             r"(?<![\w-])-u[ \t]*(?P<q>['\"]?)(?P<u>[^\s'\"-][^\s'\"]{0,63})(?P=q)[ \t]+-p[ \t]*"
-            r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
+            rf"(?P<s>'[^'\s]{{1,200}}'|\"[^\"\s]{{1,200}}\"|[^\s'\"-]\S{{0,200}}|{_DASHED_VALUE})"
         ),
         _starts("-u"),
         _user_p_password,
