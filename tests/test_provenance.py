@@ -15,14 +15,14 @@ import pytest
 from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.chat.session import Session, build_session
 from memagent.agent.chat.ui.plain import PlainUI
-from memagent.agent.cli import config
+from memagent.agent.cli import config, templates
 from memagent.agent.gate import Decision
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.reflection import reflect, review
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import ValidationFailed
 from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.render import render_blame
+from memagent.vfs.render import render_blame, render_log
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from memagent.vfs.types import Origin
@@ -194,13 +194,21 @@ def home() -> Iterator[SqlStore]:
     s.close()
 
 
+def cat(store: SqlStore, path: str) -> str:
+    """``path`` of agent bot as `memagent fs cat` prints it, read in this process: set-up and
+    checks go through the library (a `memagent` process costs most of a second); the
+    commands under test (chat, remember, fs write, fs log, fs blame) still run as processes."""
+    return AgentView(store, "bot").read(path).content
+
+
 def env(api: FakeMessagesAPI) -> dict[str, str]:
     return {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.base_url}
 
 
 def test_fs_log_and_blame_through_the_command(api: FakeMessagesAPI, home: SqlStore) -> None:
-    assert run("init", "bot").returncode == 0
-    run("fs", "write", "/AGENTS.md", "-a", "bot", "-m", "start the rules", stdin="# Rules\n- one\n")
+    home.create_agent("bot", templates.files(templates.DEFAULT_TEMPLATE))  # what `memagent init bot` makes
+    p = run("fs", "write", "/AGENTS.md", "-a", "bot", "-m", "start the rules", stdin="# Rules\n- one\n")
+    assert p.returncode == 0, err(p)
     api.enqueue_tool_use("edit_file", {"file_path": "/AGENTS.md", "old_string": "- one\n",
                                        "new_string": "- one\n- two\n", "reason": "add rule two"})
     api.enqueue_text("Added.")
@@ -235,7 +243,7 @@ def test_hash_note_in_chat_and_remember_command(api: FakeMessagesAPI, home: SqlS
     assert p.returncode == 0, err(p)
     sent = api.requests[0]["messages"][0]["content"][0]["text"]
     assert "remember the note below" in sent and "Bob likes chess" in sent
-    assert run("fs", "cat", "/knowledge/bob.md", "-a", "bot").stdout == b"Bob likes chess.\n"
+    assert cat(home, "/knowledge/bob.md") == "Bob likes chess.\n"
 
     api.enqueue_tool_use("edit_file", {"file_path": "/AGENTS.md", "old_string": "- Be concise.\n",
                                        "new_string": "- Be concise.\n- Reply in French.\n",
@@ -244,8 +252,8 @@ def test_hash_note_in_chat_and_remember_command(api: FakeMessagesAPI, home: SqlS
     p = run("remember", "bot", "Always reply in French", stdin="y\n", env=env(api))
     assert p.returncode == 0, err(p)
     assert "reason: standing preference" in out(p)
-    assert "Reply in French" in run("fs", "cat", "/AGENTS.md", "-a", "bot").stdout.decode()
-    log = out(run("fs", "log", "/AGENTS.md", "-a", "bot")).splitlines()
+    assert "Reply in French" in cat(home, "/AGENTS.md")
+    log = render_log(AgentView(home, "bot").history("/AGENTS.md")).splitlines()  # what `fs log` prints
     assert " chat " in log[1] and "standing preference" in log[1]
 
     api.enqueue_tool_use("write_file", {"file_path": "/knowledge/x.md", "content": "x\n"})
@@ -260,12 +268,12 @@ def test_remember_with_the_note_alone_uses_the_default_agent(api: FakeMessagesAP
     # `memagent use bot` says commands without -a use it; `remember NOTE` was a usage error.
     home.create_agent("bot", {"/AGENTS.md": AGENTS})
     home.create_agent("other", {"/AGENTS.md": AGENTS})
-    assert run("use", "bot").returncode == 0
+    config.store_agent("bot")  # what `memagent use bot` does (tests/test_terminal_polish.py runs that command)
     api.enqueue_tool_use("write_file", {"file_path": "/knowledge/tea.md", "content": "Ann drinks tea.\n"})
     api.enqueue_text("Filed.")
     p = run("remember", "Ann drinks tea", stdin="y\n", env=env(api))
     assert p.returncode == 0, err(p)
     assert "Ann drinks tea" in api.requests[0]["messages"][0]["content"][0]["text"]
-    assert run("fs", "cat", "/knowledge/tea.md", "-a", "bot").stdout == b"Ann drinks tea.\n"
+    assert cat(home, "/knowledge/tea.md") == "Ann drinks tea.\n"
     p = run("remember")
     assert p.returncode == 2 and "give the NOTE to remember" in err(p) and "Traceback" not in err(p)
