@@ -42,6 +42,17 @@ LIMIT = 90.0  # seconds any one case may take
 SKILL = "---\nname: notes\ndescription: Summarise meeting notes. Use when the user pastes notes.\n---\n# Steps\n- a\n"
 
 
+# This module's ``backend_url`` tests also run through PgBouncer (conftest's PGBOUNCER_MODULES),
+# but not all of them: through the pooler run test_every_tool_over_stdio (every tool: each read,
+# write, edit, delete, search and history statement the server sends), test_a_stale_write_is_refused_with_read_it_again
+# (two server processes on one database) and the two queue tests (the proposals and `memagent
+# review`). The cases marked NOT_THROUGH_THE_POOLER send only those same statements (over HTTP
+# instead of stdio, or a refusal before any write, or the same write with another approval label,
+# or a resource read), and fs log / blame's queries run through it in test_provenance; so they run
+# on SQLite and Postgres, where what they check differs.
+NOT_THROUGH_THE_POOLER = pytest.mark.parametrize("backend_url", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
 def url(backend_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A database (SQLite or Postgres) with agent ``demo``; the servers inherit it via MEMAGENT_DB."""
@@ -187,6 +198,7 @@ def test_every_tool_over_stdio(url: str) -> None:
     assert [h[2] for h in history(url, "/journal.md")] == ["client", "client"]
 
 
+@NOT_THROUGH_THE_POOLER
 def test_errors_are_tool_errors_with_the_chat_texts_and_the_server_lives_on(url: str) -> None:
     async def body() -> None:
         async with stdio() as c:
@@ -257,6 +269,7 @@ def test_a_stale_write_is_refused_with_read_it_again(url: str) -> None:
 # -- approval modes ------------------------------------------------------------------------------
 
 
+@NOT_THROUGH_THE_POOLER
 def test_yolo_records_yolo(url: str) -> None:
     async def body() -> None:
         async with stdio("--approval", "yolo") as c:
@@ -308,6 +321,7 @@ def test_queue_refuses_a_stale_base_too(url: str) -> None:
 # -- resources and prompts -------------------------------------------------------------------------
 
 
+@NOT_THROUGH_THE_POOLER
 def test_resources_and_prompts(url: str) -> None:
     async def body() -> None:
         async with stdio() as c:
@@ -349,7 +363,11 @@ def test_resources_and_prompts(url: str) -> None:
 # -- streamable HTTP -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+# Not through the pooler (see NOT_THROUGH_THE_POOLER); the legacy protocol on SQLite only: the
+# mode is how client and server speak HTTP, the same on any database, and the server's HTTP
+# sessions on Postgres are the auto case's.
+@pytest.mark.parametrize(("backend_url", "mode"), [("sqlite", "auto"), ("postgres", "auto"), ("sqlite", "legacy")],
+                         indirect=["backend_url"])
 def test_every_tool_over_http(url: str, mode: str) -> None:
     with http_server() as where:
         async def body() -> None:
@@ -452,6 +470,7 @@ def test_start_and_stop_like_a_person(sqlite_url: str) -> None:
     assert run("mcp", "serve", "demo", "--approval", "maybe").returncode == 2
 
 
+@NOT_THROUGH_THE_POOLER
 def test_fs_log_and_blame_show_the_client(url: str) -> None:
     async def body() -> None:
         async with stdio() as c:
