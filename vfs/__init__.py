@@ -5,12 +5,273 @@ Entry point: ``open_store(url)`` migrates the database and returns a ``SqlStore`
 ``prepare_*`` returns a ``PendingChange`` (types.py), ``commit`` stores it
 (revisions.py). Diagnostics go to the ``memagent.vfs`` logger, silent unless the
 application configures logging. This package never imports ``memagent.agent``.
+
+The public face: code outside ``vfs`` (the agent, the front ends, the integrations)
+imports from ``memagent.vfs`` only, never from a ``memagent.vfs.<module>`` path
+(tests/test_layers.py enforces it, tests/test_vfs_public_face.py pins ``__all__``).
+Besides the store, each public name is imported from its module on first use
+(``_LAZY``, PEP 562), so ``import memagent.vfs`` costs no more than the store does:
+the review queue, threads, approval rules and the renderers load when asked for.
+A few names are renamed where the module's name carried the meaning
+(``writes.submit`` is ``submit_change``, ``paths.normalize`` is ``normalize_path``,
+``db.connect`` is ``connect_database``, ``search.render`` is ``render_grep``, ...).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from memagent.vfs.db import connect, require_existing
 from memagent.vfs.store import SqlStore, Store, Validator
+
+if TYPE_CHECKING:
+    from memagent.vfs.approval_rules import (
+        MCP_PREFIX,
+        RULES_PATH,
+        TOOL_OF_OP,
+        Action,
+        FileTool,
+        Match,
+        Rule,
+        RuleBook,
+        RuleError,
+        parse_rule,
+    )
+    from memagent.vfs.backends.postgres_roles import (
+        GrantKind,
+        check_role_name,
+        create_role,
+        drop_role,
+        require_postgres_url,
+    )
+    from memagent.vfs.backends.postgres_roles import (
+        describe as describe_grants,
+    )
+    from memagent.vfs.backends.postgres_roles import (
+        grant as grant_role,
+    )
+    from memagent.vfs.backends.postgres_roles import (
+        grants as role_grants,
+    )
+    from memagent.vfs.backends.postgres_roles import (
+        revoke as revoke_role,
+    )
+    from memagent.vfs.backends.postgres_roles import (
+        scopes_of as scopes_of_grant,
+    )
+    from memagent.vfs.bulk import ChangedSince
+    from memagent.vfs.db import (
+        HEAD as SCHEMA_HEAD,
+    )
+    from memagent.vfs.db import (
+        DatabaseMissing,
+    )
+    from memagent.vfs.db import (
+        connect as connect_database,
+    )
+    from memagent.vfs.db import (
+        upgrade as upgrade_database,
+    )
+    from memagent.vfs.edits import apply_edit, unified_diff
+    from memagent.vfs.embeddings.base import SEARCH_MODES, EmbedderError, SearchMode
+    from memagent.vfs.embeddings.base import check_mode as check_search_mode
+    from memagent.vfs.embeddings.hybrid import DEFAULT_MODE as DEFAULT_SEARCH_MODE
+    from memagent.vfs.episodes import built_in_message, render_message, typed_part
+    from memagent.vfs.errors import (
+        AgentNotFound,
+        AlreadyExists,
+        DatabaseUnavailable,
+        InvalidPath,
+        InvalidPattern,
+        IsADirectory,
+        NotFound,
+        StaleVersion,
+        ValidationFailed,
+        VfsError,
+    )
+    from memagent.vfs.globbing import compile_glob
+    from memagent.vfs.paths import (
+        MOUNTS,
+        RESERVED_PREFIXES,
+        dir_prefix,
+        normalize_file,
+        scope_name,
+    )
+    from memagent.vfs.paths import (
+        basename as path_basename,
+    )
+    from memagent.vfs.paths import (
+        normalize as normalize_path,
+    )
+    from memagent.vfs.proposals import (
+        INTEGRATION_PREFIX,
+        QUEUED_BY,
+        Busy,
+        NewProposal,
+        Proposal,
+        ProposalOp,
+        ProposalStore,
+        ThreadMessage,
+    )
+    from memagent.vfs.render import (
+        human_size,
+        render_blame,
+        render_log,
+        render_ls,
+        render_numbered,
+        render_search,
+        when,
+    )
+    from memagent.vfs.revisions import check_message
+    from memagent.vfs.scopes import AgentView
+    from memagent.vfs.search import render as render_grep
+    from memagent.vfs.store import check_agent_name, no_agent_message
+    from memagent.vfs.terminal_text import shown
+    from memagent.vfs.threads import ThreadStore
+    from memagent.vfs.types import Approval, Author, Change, FileContent, FileInfo, Origin, PendingChange, SearchHit
+    from memagent.vfs.writes import (
+        REASON_CHARS,
+        reason_line,
+    )
+    from memagent.vfs.writes import (
+        Policy as WritePolicy,
+    )
+    from memagent.vfs.writes import (
+        Refused as WriteRefused,
+    )
+    from memagent.vfs.writes import (
+        Request as WriteRequest,
+    )
+    from memagent.vfs.writes import (
+        Verdict as WriteVerdict,
+    )
+    from memagent.vfs.writes import (
+        approved as approved_policy,
+    )
+    from memagent.vfs.writes import (
+        asking as asking_policy,
+    )
+    from memagent.vfs.writes import (
+        move as move_file,
+    )
+    from memagent.vfs.writes import (
+        queue as queue_policy,
+    )
+    from memagent.vfs.writes import (
+        refusing as refusing_policy,
+    )
+    from memagent.vfs.writes import (
+        require as require_change,
+    )
+    from memagent.vfs.writes import (
+        submit as submit_change,
+    )
+    from memagent.vfs.writes import (
+        yolo as yolo_policy,
+    )
+
+# Public name -> (module under memagent.vfs, its name there). Keep in step with the
+# TYPE_CHECKING imports above (tests/test_vfs_public_face.py checks both against __all__).
+_LAZY: dict[str, tuple[str, str]] = {
+    "Action": ("approval_rules", "Action"),
+    "FileTool": ("approval_rules", "FileTool"),
+    "MCP_PREFIX": ("approval_rules", "MCP_PREFIX"),
+    "Match": ("approval_rules", "Match"),
+    "RULES_PATH": ("approval_rules", "RULES_PATH"),
+    "Rule": ("approval_rules", "Rule"),
+    "RuleBook": ("approval_rules", "RuleBook"),
+    "RuleError": ("approval_rules", "RuleError"),
+    "TOOL_OF_OP": ("approval_rules", "TOOL_OF_OP"),
+    "parse_rule": ("approval_rules", "parse_rule"),
+    "GrantKind": ("backends.postgres_roles", "GrantKind"),
+    "check_role_name": ("backends.postgres_roles", "check_role_name"),
+    "create_role": ("backends.postgres_roles", "create_role"),
+    "describe_grants": ("backends.postgres_roles", "describe"),
+    "drop_role": ("backends.postgres_roles", "drop_role"),
+    "grant_role": ("backends.postgres_roles", "grant"),
+    "role_grants": ("backends.postgres_roles", "grants"),
+    "require_postgres_url": ("backends.postgres_roles", "require_postgres_url"),
+    "revoke_role": ("backends.postgres_roles", "revoke"),
+    "scopes_of_grant": ("backends.postgres_roles", "scopes_of"),
+    "ChangedSince": ("bulk", "ChangedSince"),
+    "DatabaseMissing": ("db", "DatabaseMissing"),
+    "SCHEMA_HEAD": ("db", "HEAD"),
+    "connect_database": ("db", "connect"),
+    "upgrade_database": ("db", "upgrade"),
+    "apply_edit": ("edits", "apply_edit"),
+    "unified_diff": ("edits", "unified_diff"),
+    "EmbedderError": ("embeddings.base", "EmbedderError"),
+    "SEARCH_MODES": ("embeddings.base", "SEARCH_MODES"),
+    "SearchMode": ("embeddings.base", "SearchMode"),
+    "check_search_mode": ("embeddings.base", "check_mode"),
+    "DEFAULT_SEARCH_MODE": ("embeddings.hybrid", "DEFAULT_MODE"),
+    "built_in_message": ("episodes", "built_in_message"),
+    "render_message": ("episodes", "render_message"),
+    "typed_part": ("episodes", "typed_part"),
+    "AgentNotFound": ("errors", "AgentNotFound"),
+    "AlreadyExists": ("errors", "AlreadyExists"),
+    "DatabaseUnavailable": ("errors", "DatabaseUnavailable"),
+    "InvalidPath": ("errors", "InvalidPath"),
+    "InvalidPattern": ("errors", "InvalidPattern"),
+    "IsADirectory": ("errors", "IsADirectory"),
+    "NotFound": ("errors", "NotFound"),
+    "StaleVersion": ("errors", "StaleVersion"),
+    "ValidationFailed": ("errors", "ValidationFailed"),
+    "VfsError": ("errors", "VfsError"),
+    "compile_glob": ("globbing", "compile_glob"),
+    "MOUNTS": ("paths", "MOUNTS"),
+    "RESERVED_PREFIXES": ("paths", "RESERVED_PREFIXES"),
+    "path_basename": ("paths", "basename"),
+    "dir_prefix": ("paths", "dir_prefix"),
+    "normalize_path": ("paths", "normalize"),
+    "normalize_file": ("paths", "normalize_file"),
+    "scope_name": ("paths", "scope_name"),
+    "Busy": ("proposals", "Busy"),
+    "INTEGRATION_PREFIX": ("proposals", "INTEGRATION_PREFIX"),
+    "NewProposal": ("proposals", "NewProposal"),
+    "Proposal": ("proposals", "Proposal"),
+    "ProposalOp": ("proposals", "ProposalOp"),
+    "ProposalStore": ("proposals", "ProposalStore"),
+    "QUEUED_BY": ("proposals", "QUEUED_BY"),
+    "ThreadMessage": ("proposals", "ThreadMessage"),
+    "human_size": ("render", "human_size"),
+    "render_blame": ("render", "render_blame"),
+    "render_log": ("render", "render_log"),
+    "render_ls": ("render", "render_ls"),
+    "render_numbered": ("render", "render_numbered"),
+    "render_search": ("render", "render_search"),
+    "when": ("render", "when"),
+    "check_message": ("revisions", "check_message"),
+    "AgentView": ("scopes", "AgentView"),
+    "render_grep": ("search", "render"),
+    "check_agent_name": ("store", "check_agent_name"),
+    "no_agent_message": ("store", "no_agent_message"),
+    "shown": ("terminal_text", "shown"),
+    "ThreadStore": ("threads", "ThreadStore"),
+    "Approval": ("types", "Approval"),
+    "Author": ("types", "Author"),
+    "Change": ("types", "Change"),
+    "FileContent": ("types", "FileContent"),
+    "FileInfo": ("types", "FileInfo"),
+    "Origin": ("types", "Origin"),
+    "PendingChange": ("types", "PendingChange"),
+    "SearchHit": ("types", "SearchHit"),
+    "WritePolicy": ("writes", "Policy"),
+    "REASON_CHARS": ("writes", "REASON_CHARS"),
+    "WriteRefused": ("writes", "Refused"),
+    "WriteRequest": ("writes", "Request"),
+    "WriteVerdict": ("writes", "Verdict"),
+    "approved_policy": ("writes", "approved"),
+    "asking_policy": ("writes", "asking"),
+    "move_file": ("writes", "move"),
+    "queue_policy": ("writes", "queue"),
+    "reason_line": ("writes", "reason_line"),
+    "refusing_policy": ("writes", "refusing"),
+    "require_change": ("writes", "require"),
+    "submit_change": ("writes", "submit"),
+    "yolo_policy": ("writes", "yolo"),
+}
 
 
 def open_store(url: str, *, validator: Validator | None = None, migrate: bool = True,
@@ -22,4 +283,35 @@ def open_store(url: str, *, validator: Validator | None = None, migrate: bool = 
     return SqlStore(connect(url, migrate=migrate), validator=validator)
 
 
-__all__ = ["SqlStore", "Store", "open_store"]
+if not TYPE_CHECKING:
+    def __getattr__(name: str) -> Any:
+        """A public name, imported from its module on first use (then cached here)."""
+        try:
+            module, attr = _LAZY[name]
+        except KeyError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = ["Action", "AgentNotFound", "AgentView", "AlreadyExists", "Approval", "Author", "Busy", "Change",
+           "ChangedSince", "DEFAULT_SEARCH_MODE", "DatabaseMissing", "DatabaseUnavailable", "EmbedderError",
+           "FileContent", "FileInfo", "FileTool", "GrantKind", "INTEGRATION_PREFIX", "InvalidPath", "InvalidPattern",
+           "IsADirectory", "MCP_PREFIX", "MOUNTS", "Match", "NewProposal", "NotFound", "Origin", "PendingChange",
+           "Proposal", "ProposalOp", "ProposalStore", "QUEUED_BY", "REASON_CHARS", "RESERVED_PREFIXES", "RULES_PATH",
+           "Rule", "RuleBook", "RuleError", "SCHEMA_HEAD", "SEARCH_MODES", "SearchHit", "SearchMode", "SqlStore",
+           "StaleVersion", "Store", "TOOL_OF_OP", "ThreadMessage", "ThreadStore", "ValidationFailed", "VfsError",
+           "WritePolicy", "WriteRefused", "WriteRequest", "WriteVerdict", "apply_edit", "approved_policy",
+           "asking_policy", "built_in_message", "check_agent_name", "check_message", "check_role_name",
+           "check_search_mode", "compile_glob", "connect_database", "create_role", "describe_grants", "dir_prefix",
+           "drop_role", "grant_role", "human_size", "move_file", "no_agent_message", "normalize_file",
+           "normalize_path", "open_store", "parse_rule", "path_basename", "queue_policy", "reason_line",
+           "refusing_policy", "render_blame", "render_grep", "render_log", "render_ls", "render_message",
+           "render_numbered", "render_search", "require_change", "require_postgres_url", "revoke_role",
+           "role_grants", "scope_name", "scopes_of_grant", "shown", "submit_change", "typed_part", "unified_diff",
+           "upgrade_database", "when", "yolo_policy"]
