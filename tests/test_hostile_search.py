@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import literal_column
 
-from memagent.vfs import SqlStore, regexfilter, search
+from memagent.agent.cli import config, templates
+from memagent.vfs import SqlStore, open_store, regexfilter, search
 from memagent.vfs.globbing import compile_glob, glob_matcher
 from memagent.vfs.search import compile_pattern, render
 from tests.cli_helpers import err, out, run
@@ -87,6 +88,12 @@ stores = {}
 for line in sys.stdin:
     req = json.loads(line)
     url = req.pop("url")
+    if req["op"] == "forget":  # the test is over: its database is about to be dropped
+        for old in stores.values():
+            old.close()
+        stores.clear()
+        print(json.dumps("forgotten"), flush=True)
+        continue
     if url not in stores:
         for old in stores.values():
             old.close()
@@ -146,6 +153,11 @@ class Runner:
             raise RuntimeError(f"the runner died on {req}")
         return json.loads(line)
 
+    def forget(self) -> None:
+        """Close the child's stores (a test's end), keeping the child for the next test."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._ask(BOUND, url="", op="forget")
+
     def close(self) -> None:
         if self.proc is not None:
             self.proc.kill()
@@ -156,19 +168,36 @@ class Runner:
             self.proc = None
 
 
-@pytest.fixture
-def runner() -> Iterator[Runner]:
+# One child of each kind for the module: starting one (a Python that imports memagent) costs
+# most of a second, and some 30 tests use them. What a child keeps between calls is the store of
+# the database it was last asked about; each test gets new databases and the child closes its
+# stores when the test ends (``forget``). A child killed at a timeout is started again by the
+# next call.
+@pytest.fixture(scope="module")
+def runner_process() -> Iterator[Runner]:
+    r = Runner()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def reference_process() -> Iterator[Runner]:
     r = Runner()
     yield r
     r.close()
 
 
 @pytest.fixture
-def reference() -> Iterator[Runner]:
+def runner(runner_process: Runner) -> Iterator[Runner]:
+    yield runner_process
+    runner_process.forget()
+
+
+@pytest.fixture
+def reference(reference_process: Runner) -> Iterator[Runner]:
     """Runs the plain implementations, which may backtrack for minutes."""
-    r = Runner()
-    yield r
-    r.close()
+    yield reference_process
+    reference_process.forget()
 
 
 def _url(store: SqlStore) -> str:
@@ -195,11 +224,15 @@ def _grep_dict(store: SqlStore, **kw: Any) -> dict[str, Any]:
 
 
 def test_issue_reproductions_through_the_cli() -> None:
-    assert run("init", "default").returncode == 0
-    p = run("fs", "write", "/notes/x.md", stdin=NOTES)
-    assert p.returncode == 0, err(p)
-    assert run("fs", "write", "/notes/runs.md", stdin=RUNS).returncode == 0
-    texts = (("/AGENTS.md", out(run("fs", "cat", "/AGENTS.md"))), ("/notes/runs.md", RUNS), ("/notes/x.md", NOTES))
+    # The files go in through the library (what `memagent init default` and `fs write` store):
+    # the commands under test are fs grep and fs glob, each a `memagent` process below.
+    store = open_store(config.db_url())
+    store.create_agent("default", templates.files(templates.DEFAULT_TEMPLATE))
+    store.write("agent:default", "/notes/x.md", NOTES)
+    store.write("agent:default", "/notes/runs.md", RUNS)
+    agents_md = store.read("agent:default", "/AGENTS.md").content
+    texts = (("/AGENTS.md", agents_md), ("/notes/runs.md", RUNS), ("/notes/x.md", NOTES))
+    shown = {}
     for pattern in ISSUE_GREPS:
         try:
             p = run("fs", "grep", pattern, timeout=CLI_BOUND)
@@ -209,10 +242,12 @@ def test_issue_reproductions_through_the_cli() -> None:
         # No match: exit 1 and nothing on stdout, like grep (issue 15).
         assert p.returncode == (0 if want else 1), err(p)
         assert out(p).splitlines() == want, pattern
-    assert "/notes/runs.md:4:" + "a" * 40 in out(run("fs", "grep", r"hello|(a+)+$"))
+        shown[pattern] = out(p)
+    assert "/notes/runs.md:4:" + "a" * 40 in shown[r"hello|(a+)+$"]
 
-    assert run("fs", "write", DEEP, stdin="deep\n").returncode == 0
-    assert run("fs", "write", LONG_NAME, stdin="long\n").returncode == 0
+    store.write("agent:default", DEEP, "deep\n")
+    store.write("agent:default", LONG_NAME, "long\n")
+    store.close()
     for pattern in ISSUE_GLOBS:
         try:
             p = run("fs", "glob", pattern, timeout=CLI_BOUND)
@@ -366,13 +401,36 @@ class Counter:
 PROPERTY = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 REFERENCE_BUDGET = 0.3  # seconds the plain implementation gets before a case is not compared
+# Through PgBouncer the properties run a quarter of the examples: what they check (the answers
+# against the plain implementations, within the bound) does not depend on the connection path,
+# which runs the same statements as Postgres; the pooler path itself is covered in full above
+# (every issue pattern, in every mode, and the cut at the deadline, [pgbouncer]) and in
+# tests/test_regex_prefilter.py and tests/test_fastpaths.py, whose every test runs through it.
+THROUGH_PGBOUNCER = settings(PROPERTY, max_examples=10)
+DIRECT = pytest.mark.parametrize("backend_url", ["sqlite", "postgres"], indirect=True)
+POOLED = pytest.mark.parametrize("backend_url", ["pgbouncer"], indirect=True)
+GREP_CASES = given(pattern=adversarial_patterns(), texts=st.lists(adversarial_texts(), min_size=1, max_size=3),
+                   mode=st.sampled_from(["files_with_matches", "content", "count"]), ci=st.booleans())
 
 
+@DIRECT
 @PROPERTY
-@given(pattern=adversarial_patterns(), texts=st.lists(adversarial_texts(), min_size=1, max_size=3),
-       mode=st.sampled_from(["files_with_matches", "content", "count"]), ci=st.booleans())
+@GREP_CASES
 def test_grep_property(store: SqlStore, runner: Runner, reference: Runner, pattern: str, texts: list[str],
                        mode: str, ci: bool) -> None:
+    grep_case(store, runner, reference, pattern, texts, mode, ci)
+
+
+@POOLED
+@THROUGH_PGBOUNCER
+@GREP_CASES
+def test_grep_property_through_pgbouncer(store: SqlStore, runner: Runner, reference: Runner, pattern: str,
+                                         texts: list[str], mode: str, ci: bool) -> None:
+    grep_case(store, runner, reference, pattern, texts, mode, ci)
+
+
+def grep_case(store: SqlStore, runner: Runner, reference: Runner, pattern: str, texts: list[str],
+              mode: str, ci: bool) -> None:
     Counter.n += 1
     folder = f"/ex{Counter.n}"
     for i, t in enumerate(texts):
@@ -400,9 +458,21 @@ GLOB_PATHS = [DEEP, LONG_NAME, "/" + "/".join(["a"] * 60) + "/" + "a" * 200 + ".
               "/d/x.md", "/a/b/zzz", "/names/" + "ab" * 100]
 
 
+@DIRECT
 @PROPERTY
 @given(pattern=adversarial_globs())
 def test_glob_property(store: SqlStore, runner: Runner, reference: Runner, pattern: str) -> None:
+    glob_case(store, runner, reference, pattern)
+
+
+@POOLED
+@THROUGH_PGBOUNCER
+@given(pattern=adversarial_globs())
+def test_glob_property_through_pgbouncer(store: SqlStore, runner: Runner, reference: Runner, pattern: str) -> None:
+    glob_case(store, runner, reference, pattern)
+
+
+def glob_case(store: SqlStore, runner: Runner, reference: Runner, pattern: str) -> None:
     if not store.exists(S, "/x.md"):
         for p in GLOB_PATHS:
             store.write(S, p, "x\n")
