@@ -13,7 +13,8 @@ session's server is reused), then sent, streamed, over its OpenAI-compatible API
 For each: time to the first streamed token (the client's clock), prompt tokens and prompt
 tokens per second, generated tokens and tokens per second (llama.cpp's own ``timings``),
 and the 1-minute load average when it started. The server is released and waited for
-between thread counts, so only one model runs at a time. With ``--out`` (by default
+between thread counts, so only one model runs at a time. With ``--loaded WHAT`` (the machine busy on purpose) the
+figures go to the "local_speed_loaded" section instead, beside the idle ones. With ``--out`` (by default
 ``bench/RESULTS.md``) it replaces the "local_speed" section of that file and nothing else.
 
 Invariants:
@@ -131,10 +132,10 @@ def measure(threads: int, model: Path) -> tuple[float, float, Figures, Figures]:
     return load, loaded, first, later
 
 
-def table(rows: list[tuple[int, float, float, Figures, Figures]]) -> str:
+def table(rows: list[tuple[int, float, float, Figures, Figures]], note: str = "") -> str:
     runtime = local_weights.runtime_version() or "?"
     out = [
-        "## The local model's speed (`python -m bench local`)",
+        "## The local model's speed (`python -m bench local`)" + (f", {note}" if note else ""),
         "",
         f"Qwen2.5-Coder-1.5B-Instruct Q4_K_M (sha256 `{local_weights.DEFAULT.sha256}`), xllamacpp {runtime}, "
         f"context {CONTEXT:,}, {os.cpu_count()} logical cores ({platform.machine()}), CPython "
@@ -163,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench local", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
     parser.add_argument("--out", default=str(RESULTS), help="the results file whose section is replaced")
+    parser.add_argument("--loaded", metavar="WHAT",
+                        help="the machine is busy on purpose (say with what): the figures go to the "
+                             "'local_speed_loaded' section, so the idle ones stay beside them")
     args = parser.parse_args(argv)
     model = local_weights.DEFAULT.path(local_weights.models_dir())
     if not local_weights.pulled(folder=local_weights.models_dir()):
@@ -178,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{threads} thread(s): load {loaded:.1f} s; first {first.first_token_s:.1f} s to first token, "
               f"{first.prompt_per_s:.1f}/{first.generated_per_s:.1f} tokens/s; later {later.first_token_s:.1f} s, "
               f"{later.prompt_per_s:.1f}/{later.generated_per_s:.1f} tokens/s", flush=True)
-    text = table(rows)
+    text = table(rows, f"loaded: {args.loaded}" if args.loaded else "")
     print(text)
     if args.out:
-        sections.write(args.out, "local_speed", text)
+        sections.write(args.out, "local_speed_loaded" if args.loaded else "local_speed", text)
     return 0
