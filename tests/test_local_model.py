@@ -215,17 +215,29 @@ def test_the_local_model_ends_the_turn_instead_of_repeating(monkeypatch: pytest.
 
 # -- the real model -------------------------------------------------------------------------------
 
+@pytest.fixture
+def own_models(tmp_path: Path) -> Path:
+    """A models folder of the test's own holding a link to the pulled model: its servers'
+    registry is this folder's, so the test never reuses (or waits on) a server another memagent
+    on the machine runs from the shared folder, and nobody else reuses the test's."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / local_weights.DEFAULT.filename).symlink_to(local_weights.DEFAULT.path(MODELS))
+    return folder
+
+
 real_model = pytest.mark.skipif(not PULLED and not os.environ.get("CI"),
                                 reason="the local model is not pulled (scripts/local-model pulls it)")
 
 
 @real_model
-def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(monkeypatch: pytest.MonkeyPatch,
+                                                                       own_models: Path) -> None:
     """Through the installed command on the real model: thread one writes the preference to
     memory, thread two (a new conversation) follows it."""
-    env = {"MEMAGENT_MODELS_DIR": str(MODELS), "MEMAGENT_LOCAL_THREADS": os.environ.get(
+    env = {"MEMAGENT_MODELS_DIR": str(own_models), "MEMAGENT_LOCAL_THREADS": os.environ.get(
         "MEMAGENT_LOCAL_THREADS", "1"), "ANTHROPIC_API_KEY": ""}
-    monkeypatch.setenv("MEMAGENT_MODELS_DIR", str(MODELS))
+    monkeypatch.setenv("MEMAGENT_MODELS_DIR", str(own_models))
     monkeypatch.setenv("MEMAGENT_LOCAL_THREADS", env["MEMAGENT_LOCAL_THREADS"])
     assert run("init", "prefs").returncode == 0
     started = time.monotonic()
@@ -236,7 +248,7 @@ def test_a_preference_told_once_is_written_and_applied_in_a_new_thread(monkeypat
     try:
         told_and_applied(env, started)
     finally:
-        local_server.release(local_weights.DEFAULT.path(MODELS), models=MODELS)
+        local_server.release(local_weights.DEFAULT.path(own_models), models=own_models)
 
 
 def told_and_applied(env: dict[str, str], started: float) -> None:
@@ -265,8 +277,8 @@ def told_and_applied(env: dict[str, str], started: float) -> None:
 
 
 @real_model
-def test_the_server_stops_when_its_last_process_dies(tmp_path: Path) -> None:
-    env = {**os.environ, "MEMAGENT_MODELS_DIR": str(MODELS), "MEMAGENT_LOCAL_THREADS": "1"}
+def test_the_server_stops_when_its_last_process_dies(own_models: Path) -> None:
+    env = {**os.environ, "MEMAGENT_MODELS_DIR": str(own_models), "MEMAGENT_LOCAL_THREADS": "1"}
     probe = ("import sys, time\nfrom memagent.agent.model import registry\n"
              "m = registry.build('local')\nprint(m.base_url, flush=True)\nsys.stdin.read()\n")
     python = str(Path(MEMAGENT).with_name("python"))
@@ -274,7 +286,7 @@ def test_the_server_stops_when_its_last_process_dies(tmp_path: Path) -> None:
                              text=True)
     assert child.stdout is not None
     url = child.stdout.readline().strip()
-    published_file = next((MODELS / "run").glob("server-*.json"))
+    published_file = next((own_models / "run").glob("server-*.json"))
     published = json.loads(published_file.read_text())
     server_pid = published["pid"]
     assert url == published["url"] + "/v1" and url.startswith("http://127.0.0.1:")
