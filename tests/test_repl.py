@@ -17,6 +17,7 @@ import pytest
 from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.render import render_log
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
@@ -51,14 +52,9 @@ def chat(api: FakeMessagesAPI, *args: str, stdin: str = "", stream: bool = True,
     return run("chat", *args, stdin=stdin, env=full)
 
 
-def cat(path: str, agent: str = "bot") -> str:
-    """Through the command, as a person would check."""
-    p = run("fs", "cat", path, "--agent", agent)
-    assert p.returncode == 0, err(p)
-    return out(p)
-
-
 def content(store: SqlStore, path: str) -> str:
+    """What `memagent fs cat PATH -a bot` prints, read in this process (tests/test_cli_fs.py
+    runs that command; here it would only add a `memagent` process per check)."""
     return AgentView(store, "bot").read(path).content
 
 
@@ -114,7 +110,7 @@ def test_correction_is_remembered_in_a_new_thread(api: FakeMessagesAPI, store: S
     assert all(bool(r.get("stream")) is stream for r in api.requests)
     # The edit is in effect for the very next request of the same turn.
     assert RULE.strip() in system_text(api.requests[2])
-    assert cat("/AGENTS.md") == AGENTS_WITH_RULE
+    assert content(store, "/AGENTS.md") == AGENTS_WITH_RULE
     assert revisions(store, "/AGENTS.md")[0] == (2, "agent", "human")
 
     # A second session: a new thread whose first request carries the rule.
@@ -170,7 +166,7 @@ def test_invalid_skill_is_an_error_result_and_nothing_is_stored(api: FakeMessage
 # -- (4) yolo ---------------------------------------------------------------------------
 
 
-def test_yolo_applies_without_asking_and_records_yolo(api: FakeMessagesAPI, bot: str) -> None:
+def test_yolo_applies_without_asking_and_records_yolo(api: FakeMessagesAPI, store: SqlStore, bot: str) -> None:
     api.enqueue_tool_use("write_file", {"file_path": "/AGENTS.md", "content": AGENTS_WITH_RULE})
     api.enqueue_text("Saved.")
 
@@ -179,8 +175,8 @@ def test_yolo_applies_without_asking_and_records_yolo(api: FakeMessagesAPI, bot:
     assert p.returncode == 0, err(p)
     assert APPROVE not in out(p)
     assert "bot (yolo)> use bullet points" in out(p)
-    assert cat("/AGENTS.md") == AGENTS_WITH_RULE
-    log = out(run("fs", "log", "/AGENTS.md", "--agent", "bot")).splitlines()
+    assert content(store, "/AGENTS.md") == AGENTS_WITH_RULE
+    log = render_log(AgentView(store, "bot").history("/AGENTS.md")).splitlines()  # what `fs log` prints
     assert log[1].split()[4:6] == ["agent", "yolo"]
 
 
