@@ -31,10 +31,7 @@ from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool
 from memagent.agent.tools.mcp import McpTools, Warn
 from memagent.agent.tools.memory import agent_rules
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs.approval_rules import RuleBook
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs import AgentView, ProposalStore, RuleBook, ThreadStore
 
 PROFILE_VAR = "MEMAGENT_PROMPT_PROFILE"
 # How deep ``profile_of`` looks through wrapper models (each keeps the wrapped one as ``inner``).

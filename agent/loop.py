@@ -48,9 +48,7 @@ from memagent.agent.model import Model, ModelError, ModelResponse, Usage
 from memagent.agent.pricing import cost_usd
 from memagent.agent.prompt import PromptBuilder, SystemPrompt, agents_md_note
 from memagent.agent.tools import MUTATING, MemoryTools, ToolBox, ToolResult
-from memagent.vfs.errors import VfsError
-from memagent.vfs.threads import ThreadStore
-from memagent.vfs.types import Change
+from memagent.vfs import Change, ThreadStore, VfsError
 
 log = logging.getLogger("memagent.agent")
 

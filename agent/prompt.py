@@ -48,9 +48,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from memagent.validators import Limits, kind_of, read_frontmatter, validate
-from memagent.vfs.errors import NotFound, VfsError
-from memagent.vfs.paths import scope_name
-from memagent.vfs.scopes import AgentView
+from memagent.vfs import AgentView, NotFound, VfsError, scope_name
 
 INDEX_MAX_ENTRIES = 100
 INDEX_MAX_CHARS = 24_000

@@ -48,22 +48,32 @@ from memagent.agent.model import Model
 from memagent.agent.tools import ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
 from memagent.agent.tools.memory import DEFINITIONS as FILE_TOOLS
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs import episodes, writes
-from memagent.vfs.edits import apply_edit, unified_diff
-from memagent.vfs.errors import NotFound, StaleVersion, VfsError
-from memagent.vfs.proposals import (
+from memagent.vfs import (
     INTEGRATION_PREFIX,
     QUEUED_BY,
+    AgentView,
+    Change,
+    FileContent,
     NewProposal,
+    NotFound,
+    Origin,
+    PendingChange,
     Proposal,
     ProposalOp,
     ProposalStore,
+    StaleVersion,
     ThreadMessage,
+    VfsError,
+    apply_edit,
+    approved_policy,
+    check_message,
+    reason_line,
+    render_message,
+    render_numbered,
+    require_change,
+    submit_change,
+    unified_diff,
 )
-from memagent.vfs.render import render_numbered
-from memagent.vfs.revisions import check_message
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.types import Change, FileContent, Origin, PendingChange
 
 log = logging.getLogger("memagent.agent.reflection")
 
@@ -158,7 +168,7 @@ class DraftTools:
     def _record(self, draft: Draft, after: str | None, reason: str, verb: str) -> ToolResult:
         if after is not None:
             self.view.check(draft.shown, after)
-        line = writes.reason_line(reason)
+        line = reason_line(reason)
         check_message(draft.shown, line)  # a reason carrying a secret is refused now, not at review
         draft.after = after
         if line and line not in draft.reasons:
@@ -235,7 +245,7 @@ def transcript(rows: Sequence[ThreadMessage]) -> tuple[str, list[str]]:
     total = 0
     for tid in reversed(order):  # newest activity last in ``rows``: keep the newest threads
         msgs = by_thread[tid]
-        body = "".join(episodes.render_message(m.role, m.content, m.created_at, state=m.state) for m in msgs)
+        body = "".join(render_message(m.role, m.content, m.created_at, state=m.state) for m in msgs)
         if not body.strip():
             continue
         if len(body) > MAX_THREAD_CHARS:
@@ -374,7 +384,7 @@ def _commit(view: AgentView, shown: str, op: str, after: str | None, base: int, 
     pending: PendingChange = (view.prepare_delete(shown, expected_version=base) if after is None
                               else view.prepare_write(shown, after, expected_version=base))
     # The one entrance: review (or --yolo) has already decided, so the policy approves as that.
-    return writes.require(writes.submit(view.store, pending, policy=writes.approved(approval), author="agent",
+    return require_change(submit_change(view.store, pending, policy=approved_policy(approval), author="agent",
                                         origin=origin, reason=reason or f"reflect: {op}"))
 
 

@@ -41,7 +41,7 @@ from memagent.agent.tools.memory import DEFINITIONS
 from memagent.agent.tools.search import NAMES as SEARCH_NAMES
 from memagent.agent.tools.search import SearchTools
 from memagent.validators import check_name, read_frontmatter, validate
-from memagent.vfs.errors import NotFound
+from memagent.vfs import NotFound
 
 if TYPE_CHECKING:
     from memagent.agent.loop import Agent

@@ -38,12 +38,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from memagent.vfs import paths, writes
-from memagent.vfs.approval_rules import TOOL_OF_OP, FileTool, Match, RuleBook
-from memagent.vfs.errors import InvalidPath, VfsError
-from memagent.vfs.proposals import INTEGRATION_PREFIX, ProposalStore
-from memagent.vfs.store import Store
-from memagent.vfs.types import Change, FileInfo, Origin, PendingChange
+from memagent.vfs import (
+    INTEGRATION_PREFIX,
+    MOUNTS,
+    TOOL_OF_OP,
+    Change,
+    FileInfo,
+    FileTool,
+    InvalidPath,
+    Match,
+    Origin,
+    PendingChange,
+    ProposalStore,
+    RuleBook,
+    Store,
+    VfsError,
+    WritePolicy,
+    WriteRefused,
+    WriteRequest,
+    WriteVerdict,
+    asking_policy,
+    dir_prefix,
+    move_file,
+    normalize_path,
+    queue_policy,
+    refusing_policy,
+    scope_name,
+    submit_change,
+    yolo_policy,
+)
 
 # Decides whether a prepared change may be stored (e.g. asks a person); False refuses it.
 Approver = Callable[[PendingChange], bool]
@@ -51,13 +74,13 @@ Approver = Callable[[PendingChange], bool]
 ApproveMode = Literal["yolo", "queue"]
 Approve = Approver | ApproveMode | None
 # Top-level folders of an agent's view that belong to other scopes (defined once in vfs/paths.py).
-RESERVED = paths.MOUNTS
+RESERVED = MOUNTS
 # What a refusal without an approver tells the program's author (and its model).
 HOW_TO_ALLOW = ('no approver was given; pass approve="yolo" to store changes without asking, '
                 'approve=<callback> to decide each one, or approve="queue" to queue them for `memagent review`')
 
 
-class Refused(writes.Refused):
+class Refused(WriteRefused):
     """The policy refused the change (no approver, or the approver said no); nothing was stored."""
 
 
@@ -81,9 +104,9 @@ class MemoryFolder:
         store.require_agent(agent)
         self.store = store
         self.agent = agent
-        self.scope = paths.scope_name("agent", agent)
+        self.scope = scope_name("agent", agent)
         self.adapter = adapter
-        self.root = paths.normalize(root)
+        self.root = normalize_path(root)
         if self.root != "/" and self.root.split("/")[1] in RESERVED:
             raise InvalidPath(f"root {self.root} lies in a folder memagent reserves for shared memory; "
                               "choose another folder of the agent")
@@ -93,18 +116,18 @@ class MemoryFolder:
         self.asked = self._policy(approve)  # what ``ask`` (no rule) means here
         self.policy = self.asked if approve == "yolo" else _Ruled(self, moving=False)
 
-    def _policy(self, approve: Approve) -> writes.Policy:
+    def _policy(self, approve: Approve) -> WritePolicy:
         if approve is None:
-            return writes.refusing(HOW_TO_ALLOW)
+            return refusing_policy(HOW_TO_ALLOW)
         if approve == "yolo":
-            return writes.yolo
+            return yolo_policy
         if approve == "queue":
             queue = self.queue_policy()
             if queue is None:
                 raise VfsError('approve="queue" needs a store with a database engine (open_store gives one)')
             return queue
         if callable(approve):
-            return writes.asking(approve)
+            return asking_policy(approve)
         raise VfsError(f'approve must be a callback, "yolo" or "queue", not {approve!r}')
 
     # -- approval rules -----------------------------------------------------------
@@ -118,18 +141,18 @@ class MemoryFolder:
         return (f"{tool} {shown} was refused by approval {found.describe()} of agent {self.agent!r}; nothing was "
                 "stored. Do not retry it: tell the user, who can change the rules with `memagent approval`.")
 
-    def queue_policy(self) -> writes.Policy | None:
+    def queue_policy(self) -> WritePolicy | None:
         """Where a ``queue`` rule sends a change: the agent's review queue (None: the store has none)."""
         database = getattr(self.store, "db", None)
         if database is None:
             return None
-        return writes.queue(ProposalStore(database), self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
+        return queue_policy(ProposalStore(database), self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
 
     # -- paths ----------------------------------------------------------------
 
     def locate(self, rel: str) -> Located:
         """``rel`` (a path relative to the folder, ``/`` = the folder itself) resolved."""
-        norm = paths.normalize(rel if rel.startswith("/") else "/" + rel)
+        norm = normalize_path(rel if rel.startswith("/") else "/" + rel)
         if self.root == "/" and norm != "/" and norm.split("/")[1] in RESERVED:
             head = norm.split("/")[1]
             raise InvalidPath(f"{self.prefix}/{head} is reserved by memagent for shared memory; "
@@ -146,7 +169,7 @@ class MemoryFolder:
 
     def files_below(self, loc: Located) -> list[FileInfo]:
         """Live files at or below ``loc`` (inner paths), in path order: one query."""
-        prefix = paths.dir_prefix(loc.inner)
+        prefix = dir_prefix(loc.inner)
         return [f for f in self.store.all_files(self.scope) if f.path == loc.inner or f.path.startswith(prefix)]
 
     # -- the write path ---------------------------------------------------------
@@ -157,7 +180,7 @@ class MemoryFolder:
         ``Refused`` when the policy rejects it and ``Queued`` when it became a proposal:
         either way nothing was stored.
         """
-        result = writes.submit(self.store, pending, policy=self.policy, author="agent", reason=message,
+        result = submit_change(self.store, pending, policy=self.policy, author="agent", reason=message,
                                origin=Origin("integration", detail=self.adapter))
         if result.status == "rejected":
             raise Refused(result.message)
@@ -196,7 +219,7 @@ class MemoryFolder:
             if found.action == "queue":
                 raise Refused(_unqueueable(src.shown, dst.shown, found))
             policy = _Ruled(self, moving=True)
-        result = writes.move(self.store, self.scope, src.inner, dst.inner, policy=policy, author="agent",
+        result = move_file(self.store, self.scope, src.inner, dst.inner, policy=policy, author="agent",
                              origin=Origin("integration", detail=self.adapter), mount=mount)
         if result.change is None:
             raise Refused(result.message)
@@ -206,7 +229,7 @@ class MemoryFolder:
 class _Ruled:
     """A folder's policy: its agent's approval rules, then (``ask``) what ``approve`` chose.
 
-    ``queues`` is the chosen policy's (``writes.move`` refuses a queueing policy before
+    ``queues`` is the chosen policy's (``move_file`` refuses a queueing policy before
     asking it); ``moving``: the change is a move's destination, which a ``queue`` rule
     cannot take."""
 
@@ -215,20 +238,20 @@ class _Ruled:
         self.moving = moving
         self.queues = bool(getattr(folder.asked, "queues", False))
 
-    def __call__(self, request: writes.Request) -> writes.Verdict:
+    def __call__(self, request: WriteRequest) -> WriteVerdict:
         pending = request.pending
         tool = TOOL_OF_OP[pending.op]
         found = self.folder.rule_for(tool, pending.path)
         if found.action == "allow":
-            return writes.Verdict.approve("rule")
+            return WriteVerdict.approve("rule")
         if found.action == "deny":
-            return writes.Verdict.reject(self.folder.denied(tool, pending.shown, found))
+            return WriteVerdict.reject(self.folder.denied(tool, pending.shown, found))
         if found.action == "queue":
             if self.moving:
-                return writes.Verdict.reject(_unqueueable("", pending.shown, found))
+                return WriteVerdict.reject(_unqueueable("", pending.shown, found))
             queue = self.folder.queue_policy()
             if queue is None:
-                return writes.Verdict.reject(f"{tool} {pending.shown} matches approval {found.describe()}, but this "
+                return WriteVerdict.reject(f"{tool} {pending.shown} matches approval {found.describe()}, but this "
                                              "store has no review queue; nothing was stored")
             return queue(request)
         return self.folder.asked(request)

@@ -52,9 +52,7 @@ from anthropic.types.beta import (
 from anyio import to_thread
 
 from memagent.integrations._folder import Approve, Located, MemoryFolder
-from memagent.vfs.errors import InvalidPath, NotFound, VfsError
-from memagent.vfs.store import Store
-from memagent.vfs.types import FileInfo
+from memagent.vfs import FileInfo, InvalidPath, NotFound, Store, VfsError
 
 MEMORIES = "/memories"
 ADAPTER = "anthropic-memory-tool"

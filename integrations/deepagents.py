@@ -78,9 +78,7 @@ from deepagents.backends.utils import (
 )
 
 from memagent.integrations._folder import Approve, Located, MemoryFolder
-from memagent.vfs import paths as vpaths
-from memagent.vfs.errors import InvalidPath, IsADirectory, NotFound, VfsError
-from memagent.vfs.store import Store
+from memagent.vfs import InvalidPath, IsADirectory, NotFound, Store, VfsError, dir_prefix, normalize_path, path_basename
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -103,7 +101,7 @@ def _relative(path: str, root: str) -> str:
     if root == "/":
         return path[1:]
     if path == root:
-        return vpaths.basename(path)
+        return path_basename(path)
     return path[len(root) + 1:]
 
 
@@ -154,7 +152,7 @@ class MemagentBackend(BackendProtocol):
             return LsResult(error=str(exc))
         if len(entries) == 1 and not entries[0].is_dir and self.store.exists(self.folder.scope, loc.inner):
             return LsResult(entries=[])
-        base = vpaths.dir_prefix(loc.shown)
+        base = dir_prefix(loc.shown)
         infos: list[FileInfo] = []
         for e in entries:
             if e.is_dir:
@@ -219,7 +217,7 @@ class MemagentBackend(BackendProtocol):
         base = loc.inner
         if narrow:
             try:
-                base = vpaths.normalize(vpaths.dir_prefix(loc.inner) + narrow)
+                base = normalize_path(dir_prefix(loc.inner) + narrow)
             except InvalidPath:
                 base = loc.inner
         return [self.folder.show(p) for p in self.store.glob(self.folder.scope, "**", base)]
@@ -260,7 +258,7 @@ class MemagentBackend(BackendProtocol):
 
     def search(self, query: str, *, k: int = 10) -> list[SearchMatch]:
         """Files ranked by relevance to ``query`` with the database's full-text index, best first."""
-        prefix = vpaths.dir_prefix(self.folder.root)
+        prefix = dir_prefix(self.folder.root)
         hits = self.store.search([self.folder.scope], query, k=k if prefix == "/" else max(k, 100))
         return [SearchMatch(path=self.folder.show(h.path), score=h.score, snippet=h.snippet)
                 for h in hits if h.path.startswith(prefix)][:k]

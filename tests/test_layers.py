@@ -11,6 +11,11 @@ inside functions, but not those under ``if TYPE_CHECKING:``, which never run), s
 a lazy import cannot hide a forbidden edge. A second check imports each layer in
 a fresh interpreter and looks at what ``sys.modules`` then holds.
 
+Outside ``vfs`` the product sees one package: the agent, the front ends and the
+integrations import from ``memagent.vfs`` (its ``__all__``) and never from a
+``memagent.vfs.<module>``, not even under ``TYPE_CHECKING``; a failure names the file
+and line.
+
 Model providers stay in the model layer: outside ``agent/model/`` no product module
 imports a provider SDK (``anthropic``, ``openai``; the Anthropic memory-tool adapter
 excepted), names a provider's model class (every ``*Model`` class defined in
@@ -82,18 +87,20 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: str, path: Path) -> set[str]:
+def _import_sites(module: str, path: Path, *, type_checking: bool = False) -> list[tuple[str, int]]:
+    """Each name ``module`` imports, with the line of its statement; the imports under
+    ``if TYPE_CHECKING:`` only when ``type_checking`` is true."""
     tree = ast.parse(path.read_text("utf-8"))
     is_package = path.name == "__init__.py"
-    found: set[str] = set()
+    found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             for stmt in node.orelse:
                 visit(stmt)
             return
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".") if is_package else module.split(".")[:-1]
@@ -101,14 +108,18 @@ def _imports(module: str, path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            found.add(target)
+            found.append((target, node.lineno))
             # ``from memagent.agent import loop`` imports the submodule loop.
-            found.update(f"{target}.{alias.name}" for alias in node.names)
+            found.extend((f"{target}.{alias.name}", node.lineno) for alias in node.names)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
     visit(tree)
     return found
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    return {target for target, _ in _import_sites(module, path)}
 
 
 MODULES = discover(ROOT)
@@ -319,6 +330,42 @@ def test_importing_a_layer_loads_nothing_above_it(module: str, forbidden: set[st
              f"print(any(m.startswith({below[module]!r}) for m in sys.modules))"],
             capture_output=True, text=True, check=True, cwd=ROOT)
         assert check.stdout.strip() == "False"
+
+
+# -- outside vfs, memagent.vfs is one package ----------------------------------------------
+
+VFS_INTERNAL = sorted(m for m in MODULES if m.startswith("memagent.vfs."))
+
+
+def _vfs_internals_used(module: str, path: Path) -> list[str]:
+    """``file:line: name`` for each import of a ``memagent.vfs.<module>`` (including the
+    ``TYPE_CHECKING`` ones and ``from memagent.vfs import <submodule>``)."""
+    internal = set(VFS_INTERNAL)
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}: {target}"
+            for target, line in _import_sites(module, path, type_checking=True) if target in internal]
+
+
+def test_outside_vfs_the_product_imports_memagent_vfs_only() -> None:
+    """The agent, the front ends and the integrations take what they need from
+    ``memagent.vfs`` (its ``__all__``, pinned in tests/test_vfs_public_face.py), never from
+    a module inside it. Bench and tests may reach inside."""
+    outside = sorted(m for m in MODULES if layer(m) in PRODUCT - {"vfs"})
+    assert "memagent.agent.tools.memory" in outside and "memagent.integrations._folder" in outside
+    found = [site for m in outside for site in _vfs_internals_used(m, MODULES[m])]
+    assert not found, ("outside vfs, import from memagent.vfs only (add the name to its __all__ and "
+                       "_LAZY if it is missing):\n" + "\n".join(found))
+
+
+def test_the_vfs_face_check_catches_an_internal_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from memagent.vfs import ThreadStore\n"
+                   "from memagent.vfs.proposals import ProposalStore\n"
+                   "def f():\n    from memagent.vfs import writes\n"
+                   "import memagent.vfs.render\n"
+                   "if TYPE_CHECKING:\n    from memagent.vfs.types import Change\n", "utf-8")
+    found = _vfs_internals_used("bad", bad)
+    assert [site.split(":", 1)[1] for site in found] == [
+        "2: memagent.vfs.proposals", "4: memagent.vfs.writes", "5: memagent.vfs.render", "7: memagent.vfs.types"]
 
 
 # -- model providers stay in the model layer ------------------------------------------------

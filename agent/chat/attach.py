@@ -19,9 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from memagent.agent.prompt import memory_block
-from memagent.vfs.errors import VfsError
-from memagent.vfs.render import human_size
-from memagent.vfs.scopes import AgentView
+from memagent.vfs import AgentView, VfsError, human_size
 
 TOKEN = re.compile(r"(?:^|(?<=[\s(\[{\"'`]))@(/?[^\s@\"'`<>|]+)")
 TRAILING = ".,;:!?)]}"

@@ -19,11 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memagent.agent.tools import ChangeLog, MemoryTools
-from memagent.vfs import writes
-from memagent.vfs.edits import unified_diff
-from memagent.vfs.errors import VfsError
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.types import Change, Origin
+from memagent.vfs import (
+    AgentView,
+    Change,
+    Origin,
+    VfsError,
+    approved_policy,
+    require_change,
+    submit_change,
+    unified_diff,
+)
 
 
 class Refused(VfsError):
@@ -76,7 +81,7 @@ def _set(view: AgentView, path: str, content: str | None, current: int, message:
         live = view.exists(path)
         pending = view.prepare_write(path, content, expected_version=current if live else 0)
     # The person's own act: approved as theirs ("human"), no one else is asked.
-    return writes.require(writes.submit(view.store, pending, policy=writes.approved("human"), author="user",
+    return require_change(submit_change(view.store, pending, policy=approved_policy("human"), author="user",
                                         origin=origin, reason=message))
 
 

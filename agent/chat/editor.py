@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memagent.vfs.errors import VfsError
+from memagent.vfs import VfsError
 
 
 class EditorFailed(VfsError):

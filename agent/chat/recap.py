@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memagent.vfs.episodes import typed_part
+from memagent.vfs import typed_part
 
 LINES = 3
 WIDTH = 160

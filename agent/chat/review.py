@@ -19,9 +19,7 @@ from dataclasses import dataclass
 
 from memagent.agent.chat.ui.base import UI, InputClosed
 from memagent.agent.reflection import Checked, Resolution, Review, ReviewSummary, describe_conflict, review
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.types import Change
+from memagent.vfs import AgentView, Change, ProposalStore
 
 CONFLICT_QUESTION = "[r]e-propose, [d]iscard or [s]kip?"
 CONFLICT_QUESTION_NO_REDO = "[d]iscard or [s]kip?"

@@ -44,9 +44,7 @@ from memagent.agent.model.base import TextCallback
 from memagent.agent.tools import ChangeLog, MemoryTools
 from memagent.agent.tools.mcp import McpTools
 from memagent.agent.tools.memory import agent_rules
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs import AgentView, ProposalStore, ThreadStore
 
 
 class ShownText:

@@ -24,10 +24,17 @@ from memagent.agent.context import compose
 from memagent.agent.tools import READ_ONLY
 from memagent.agent.tools.mcp import render_report
 from memagent.validators import check_name, read_frontmatter, validate
-from memagent.vfs.episodes import built_in_message
-from memagent.vfs.errors import NotFound, ValidationFailed, VfsError
-from memagent.vfs.render import human_size, render_log, when
-from memagent.vfs.types import Change, Origin
+from memagent.vfs import (
+    Change,
+    NotFound,
+    Origin,
+    ValidationFailed,
+    VfsError,
+    built_in_message,
+    human_size,
+    render_log,
+    when,
+)
 
 if TYPE_CHECKING:
     from memagent.agent.chat.session import Session
@@ -233,7 +240,7 @@ def edit(session: Session, arg: str) -> None:
         session.ui.error("/edit needs a file, e.g. /edit /AGENTS.md")
         return
     from memagent.agent.chat.editor import edit_text, keep
-    from memagent.vfs import writes
+    from memagent.vfs import approved_policy, require_change, submit_change
 
     view, path = session.view, "/" + arg.strip().lstrip("/")
     if view.exists(path):
@@ -260,8 +267,8 @@ def edit(session: Session, arg: str) -> None:
         except VfsError as exc:
             session.ui.error(f"{exc} (your text is in {keep(text, path)})")
             return
-        change = writes.require(writes.submit(
-            view.store, pending, policy=writes.approved("human"), author="user", reason="edited by hand (/edit)",
+        change = require_change(submit_change(
+            view.store, pending, policy=approved_policy("human"), author="user", reason="edited by hand (/edit)",
             origin=Origin("chat", thread=session.agent.thread_id, detail="/edit")))
         session.log.record(change)
         # The model's idea of the file is stale: it must read the file again.
@@ -287,7 +294,7 @@ def _ask_reopen(session: Session) -> bool:
 @command("/review", "", "review the memory edits waiting in the queue (reflect, memagent run, mcp serve)")
 def review(session: Session, arg: str) -> None:
     from memagent.agent.chat.review import work_through
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs import ProposalStore
 
     queue = ProposalStore(session.threads.db)
     if not queue.count_pending(session.view.agent):
@@ -305,7 +312,7 @@ def review(session: Session, arg: str) -> None:
 
 @command("/approval", "", "the agent's approval rules, in the order they are tried (memagent approval)")
 def approval(session: Session, arg: str) -> None:
-    from memagent.vfs.approval_rules import RuleBook
+    from memagent.vfs import RuleBook
 
     rules = RuleBook(session.view.store, session.view.agent).rules()
     if session.gate.yolo:

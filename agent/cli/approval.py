@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 
 from memagent.agent.cli.common import Ctx, handled
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import shown
 
 ACTIONS_HELP = "allow (apply at once), ask (a person decides; unattended: queue), queue (wait for review), deny"
 
@@ -43,7 +43,7 @@ def approval_group() -> None:
 @handled
 def add_cmd(ctx: Ctx, agent: str, rule: str, action: str) -> None:
     """Append RULE with ACTION to AGENT's rules (tried after the existing ones)."""
-    from memagent.vfs.approval_rules import RuleBook, RuleError, parse_rule
+    from memagent.vfs import RuleBook, RuleError, parse_rule
 
     view = ctx.view(agent)
     try:
@@ -62,7 +62,7 @@ def add_cmd(ctx: Ctx, agent: str, rule: str, action: str) -> None:
 @handled
 def list_cmd(ctx: Ctx, agent: str | None) -> None:
     """Print AGENT's rules, numbered, in the order they are tried."""
-    from memagent.vfs.approval_rules import RuleBook
+    from memagent.vfs import RuleBook
 
     view = ctx.view(agent)
     rules = RuleBook(ctx.store, view.agent).rules()
@@ -80,7 +80,7 @@ def list_cmd(ctx: Ctx, agent: str | None) -> None:
 @handled
 def rm_cmd(ctx: Ctx, agent: str, number: int) -> None:
     """Remove rule NUMBER (as `memagent approval list` numbers it) from AGENT's rules."""
-    from memagent.vfs.approval_rules import RuleBook, RuleError
+    from memagent.vfs import RuleBook, RuleError
 
     view = ctx.view(agent)
     try:

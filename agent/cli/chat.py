@@ -131,7 +131,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     from memagent.agent.chat import slash
     from memagent.agent.chat.session import build_session
     from memagent.agent.chat.ui import make_ui
-    from memagent.vfs.threads import ThreadStore
+    from memagent.vfs import ThreadStore
 
     threads = ThreadStore(ctx.store.db)
     notes: list[str] = []
@@ -154,7 +154,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         info = threads.get(view.agent, tid)
         count = f"{info.messages} message{'s' if info.messages != 1 else ''}"
         where = f"thread {tid[:8]} resumed ({count}: {info.title or 'untitled'})"
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs import ProposalStore
 
     waiting = ProposalStore(ctx.store.db).count_pending(view.agent)
     if waiting:

@@ -18,12 +18,17 @@ import click
 from sqlalchemy.exc import SQLAlchemyError
 
 from memagent.agent.cli import config
-from memagent.vfs import SqlStore, open_store
-from memagent.vfs.db import DatabaseMissing
-from memagent.vfs.errors import AgentNotFound, InvalidPattern, VfsError
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.store import no_agent_message
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import (
+    AgentNotFound,
+    AgentView,
+    DatabaseMissing,
+    InvalidPattern,
+    SqlStore,
+    VfsError,
+    no_agent_message,
+    open_store,
+    shown,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -17,9 +17,22 @@ import click
 from sqlalchemy import Engine
 
 from memagent.agent.cli.common import Ctx, fail, handled
-from memagent.vfs import db as vfs_db
-from memagent.vfs.backends import postgres_roles as roles
-from memagent.vfs.errors import VfsError
+from memagent.vfs import (
+    SCHEMA_HEAD,
+    GrantKind,
+    VfsError,
+    check_role_name,
+    connect_database,
+    create_role,
+    describe_grants,
+    drop_role,
+    grant_role,
+    require_postgres_url,
+    revoke_role,
+    role_grants,
+    scopes_of_grant,
+    upgrade_database,
+)
 
 
 @click.group("db")
@@ -32,12 +45,12 @@ def db_group() -> None:
 @handled
 def db_upgrade(ctx: Ctx) -> None:
     """Apply schema migrations up to the newest."""
-    engine = vfs_db.connect(ctx.url, migrate=False)
-    before = vfs_db.upgrade(engine)
-    if before == vfs_db.HEAD:
-        click.echo(f"database already at revision {vfs_db.HEAD}")
+    engine = connect_database(ctx.url, migrate=False)
+    before = upgrade_database(engine)
+    if before == SCHEMA_HEAD:
+        click.echo(f"database already at revision {SCHEMA_HEAD}")
     else:
-        click.echo(f"database upgraded from {before or 'empty'} to {vfs_db.HEAD}")
+        click.echo(f"database upgraded from {before or 'empty'} to {SCHEMA_HEAD}")
 
 
 @db_group.command("reindex")
@@ -59,12 +72,12 @@ def db_reindex(ctx: Ctx, embeddings: bool) -> None:
 def _owner_engine(ctx: Ctx, name: str | None) -> Engine:
     """The database as its owner opens it (migrated to head); usage mistakes exit 2 first."""
     try:
-        roles.require_postgres_url(ctx.url)
+        require_postgres_url(ctx.url)
         if name is not None:
-            roles.check_role_name(name)
+            check_role_name(name)
     except VfsError as exc:
         fail(str(exc), status=2)
-    return vfs_db.connect(ctx.url)
+    return connect_database(ctx.url)
 
 
 @db_group.group("role")
@@ -81,8 +94,8 @@ def role_group() -> None:
 def role_create(ctx: Ctx, name: str, password_env: str) -> None:
     """Create login role NAME (or set its password again); grant it access with `db grant`."""
     try:  # a SQLite URL or a bad name is the first thing to say, before the password
-        roles.require_postgres_url(ctx.url)
-        roles.check_role_name(name)
+        require_postgres_url(ctx.url)
+        check_role_name(name)
     except VfsError as exc:
         fail(str(exc), status=2)
     password = os.environ.get(password_env, "")
@@ -90,7 +103,7 @@ def role_create(ctx: Ctx, name: str, password_env: str) -> None:
         fail(f"${password_env} is not set or empty; put the role's password in it", status=2)
     engine = _owner_engine(ctx, name)
     try:
-        created = roles.create_role(engine, name, password)
+        created = create_role(engine, name, password)
     finally:
         engine.dispose()
     click.echo(f"role {name} {'created' if created else 'exists; password set again'}; "
@@ -105,7 +118,7 @@ def role_drop(ctx: Ctx, name: str) -> None:
     """Drop role NAME: its grants and privileges in this database, then the login itself."""
     engine = _owner_engine(ctx, name)
     try:
-        dropped = roles.drop_role(engine, name)
+        dropped = drop_role(engine, name)
     finally:
         engine.dispose()
     click.echo(f"role {name} dropped" if dropped else f"no role {name}; nothing changed")
@@ -122,21 +135,21 @@ def _scope_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _target(agent: str | None, user: str | None, org: str | None) -> tuple[roles.GrantKind, str]:
-    options: tuple[tuple[roles.GrantKind, str | None], ...] = (("agent", agent), ("user", user), ("org", org))
+def _target(agent: str | None, user: str | None, org: str | None) -> tuple[GrantKind, str]:
+    options: tuple[tuple[GrantKind, str | None], ...] = (("agent", agent), ("user", user), ("org", org))
     given = [(kind, value) for kind, value in options if value is not None]
     if len(given) != 1:
         fail("say what to grant or revoke: exactly one of --agent AGENT, --user USER_ID, --org ORG_ID",
              status=2)
     kind, ident = given[0]
     try:
-        roles.scopes_of(kind, ident)
+        scopes_of_grant(kind, ident)
     except VfsError as exc:
         fail(str(exc), status=2)
     return kind, ident
 
 
-def _flags_fit(kind: roles.GrantKind, read_only: bool, write: bool) -> None:
+def _flags_fit(kind: GrantKind, read_only: bool, write: bool) -> None:
     if read_only and kind != "agent":
         fail("--read-only goes with --agent (a user grant is read-write, an org grant read-only "
              "unless --write)", status=2)
@@ -159,7 +172,7 @@ def db_grant(ctx: Ctx, name: str, agent: str | None, user: str | None, org: str 
     can_write = {"agent": not read_only, "user": True, "org": write}[kind]
     engine = _owner_engine(ctx, name)
     try:
-        roles.grant(engine, name, kind, ident, write=can_write)
+        grant_role(engine, name, kind, ident, write=can_write)
     finally:
         engine.dispose()
     click.echo(f"granted {name} {'read-write' if can_write else 'read-only'} access to {kind} {ident}")
@@ -181,7 +194,7 @@ def db_revoke(ctx: Ctx, name: str, agent: str | None, user: str | None, org: str
     _flags_fit(kind, read_only, write)
     engine = _owner_engine(ctx, name)
     try:
-        changed = roles.revoke(engine, name, kind, ident, write_only=write)
+        changed = revoke_role(engine, name, kind, ident, write_only=write)
     finally:
         engine.dispose()
     if write:
@@ -201,7 +214,7 @@ def db_grants(ctx: Ctx, name: str | None) -> None:
     """List grants (of role NAME, or of every role): role, scope, read-only or read-write."""
     engine = _owner_engine(ctx, name)
     try:
-        lines = roles.describe(roles.grants(engine, name))
+        lines = describe_grants(role_grants(engine, name))
     finally:
         engine.dispose()
     for line in lines:

@@ -33,7 +33,7 @@ from click.core import ParameterSource
 
 from memagent.agent.cli import templates
 from memagent.agent.cli.reflect import BASE_URL_HELP, MODEL_HELP
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import shown
 
 if TYPE_CHECKING:
     from memagent.agent.evals.benchmarks import Benchmark

@@ -24,15 +24,26 @@ import sys
 import click
 
 from memagent.agent.cli.common import Ctx, cli_words, fail, memory_command
-from memagent.vfs import writes
-from memagent.vfs.embeddings.base import SEARCH_MODES, EmbedderError, SearchMode
-from memagent.vfs.embeddings.hybrid import DEFAULT_MODE as DEFAULT_SEARCH_MODE
-from memagent.vfs.errors import ValidationFailed, VfsError
-from memagent.vfs.render import render_blame, render_log, render_ls, render_search
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.search import render as render_grep
-from memagent.vfs.terminal_text import shown
-from memagent.vfs.types import Change, PendingChange
+from memagent.vfs import (
+    DEFAULT_SEARCH_MODE,
+    SEARCH_MODES,
+    AgentView,
+    Change,
+    EmbedderError,
+    PendingChange,
+    SearchMode,
+    ValidationFailed,
+    VfsError,
+    approved_policy,
+    render_blame,
+    render_grep,
+    render_log,
+    render_ls,
+    render_search,
+    require_change,
+    shown,
+    submit_change,
+)
 
 
 def _stdin_text() -> str:
@@ -48,15 +59,15 @@ def _stdin_text() -> str:
 
 MESSAGE = click.option("--message", "-m", default="", help="Note kept with the revision.")
 # The person typing the command is the approval.
-APPROVED = writes.approved("cli")
+APPROVED = approved_policy("cli")
 
 
 def _submit(view: AgentView, pending: PendingChange, message: str) -> Change | None:
     """``pending`` through the one entrance; None when it would change nothing (nothing stored)."""
-    result = writes.submit(view.store, pending, policy=APPROVED, author="cli", reason=message)
+    result = submit_change(view.store, pending, policy=APPROVED, author="cli", reason=message)
     if result.status == "unchanged":
         return None
-    return writes.require(result)
+    return require_change(result)
 
 
 @click.group()
@@ -173,7 +184,7 @@ def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, mess
             fail(f"{shown} is unchanged; your text is in {keep(text, shown)}")
         except VfsError as exc:
             fail(f"{cli_words(str(exc))} (your text is in {keep(text, shown)})")
-        change = writes.require(writes.submit(view.store, pending, policy=APPROVED, author="cli",
+        change = require_change(submit_change(view.store, pending, policy=APPROVED, author="cli",
                                               reason=message or "edited by hand"))
         click.echo(f"edited {change.path} (version {change.version})")
         return
@@ -185,7 +196,7 @@ def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, mess
 def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     """Delete a file (its history stays; `fs revert` brings it back)."""
     view = ctx.view(agent)
-    change = writes.require(writes.submit(view.store, view.prepare_delete(path), policy=APPROVED, author="cli",
+    change = require_change(submit_change(view.store, view.prepare_delete(path), policy=APPROVED, author="cli",
                                           reason=message))
     click.echo(
         f"deleted {change.path} (version {change.version}); undo with "
@@ -198,9 +209,9 @@ def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     click.argument("dst"))
 def mv_cmd(ctx: Ctx, src: str, dst: str, agent: str | None) -> None:
     """Move SRC to DST (refused if DST exists)."""
-    # Through the write entrance (writes.move): the person's own command, approved as "cli"
+    # Through the write entrance (move_file): the person's own command, approved as "cli"
     # like every other fs write; two revisions in one transaction at the version read.
-    change = ctx.view(agent).move(src, dst, author="cli", policy=writes.approved("cli"))
+    change = ctx.view(agent).move(src, dst, author="cli", policy=approved_policy("cli"))
     click.echo(f"moved {src} to {change.path} (version {change.version})")
 
 

@@ -8,7 +8,7 @@ from sqlalchemy.exc import ArgumentError
 
 from memagent.agent.cli import templates
 from memagent.agent.cli.common import Ctx, handled, program
-from memagent.vfs.paths import scope_name
+from memagent.vfs import scope_name
 
 
 @click.command()
@@ -49,7 +49,7 @@ def agents_cmd(ctx: Ctx) -> None:
     if not names:
         click.echo("No agents yet; create one with `memagent init NAME`.")
         return
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs import ProposalStore
 
     queue = ProposalStore(store.db)
     for name in names:

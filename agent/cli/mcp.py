@@ -69,8 +69,7 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
         serve_http,
         serve_stdio,
     )
-    from memagent.vfs.proposals import ProposalStore
-    from memagent.vfs.scopes import AgentView
+    from memagent.vfs import AgentView, ProposalStore
 
     try:
         address = parse_address(http) if http else None

@@ -33,7 +33,7 @@ import click
 from memagent.agent.cli import config
 from memagent.agent.cli.common import Ctx, fail, handled
 from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import shown
 
 EXIT_NOTHING = 3
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -82,7 +82,7 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
     from memagent.agent.cli import models
     from memagent.agent.model import ModelError
     from memagent.agent.reflection import reflect
-    from memagent.vfs.proposals import Busy, ProposalStore
+    from memagent.vfs import Busy, ProposalStore
 
     window = parse_duration(since) if since is not None else None
     view = ctx.view(agent)
@@ -123,7 +123,7 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
     from memagent.agent.chat.review import work_through
     from memagent.agent.chat.ui import make_ui
     from memagent.agent.reflection import Review
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs import ProposalStore
 
     view = ctx.view(agent)
     queue = ProposalStore(ctx.store.db)
@@ -182,7 +182,7 @@ def remember_cmd(ctx: Ctx, agent: str | None, note: str | None, yolo: bool, mode
     from memagent.agent.cli import models
     from memagent.agent.context import budget_for
     from memagent.agent.reflection import note_prompt
-    from memagent.vfs.threads import ThreadStore
+    from memagent.vfs import ThreadStore
 
     if note is None:  # one argument is the note, for the default agent (as other commands take)
         agent, note = None, agent

@@ -34,8 +34,7 @@ import click
 
 from memagent.agent.cli.common import Ctx, cli_words, handled
 from memagent.agent.cli.reflect import BASE_URL_HELP, MODEL_HELP
-from memagent.vfs.errors import DatabaseUnavailable, VfsError
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import DatabaseUnavailable, VfsError, shown
 
 Unattended = Literal["queue", "deny"]
 # Turn endings that are a finished answer; anything else (step_limit, interrupted) is a failure.
@@ -139,8 +138,7 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
     from memagent.agent.model import ModelError
     from memagent.agent.tools import ToolResult
     from memagent.agent.tools.memory import agent_rules
-    from memagent.vfs.proposals import ProposalStore
-    from memagent.vfs.threads import ThreadStore
+    from memagent.vfs import ProposalStore, ThreadStore
 
     threads = ThreadStore(ctx.store.db)
     tid: str | None = None

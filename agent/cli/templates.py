@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from memagent.vfs.errors import VfsError
+from memagent.vfs import VfsError
 
 DEFAULT_TEMPLATE = "empty"
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import click
 
 from memagent.agent.cli.common import Ctx, handled
-from memagent.vfs.render import when
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import shown, when
 
 
 @click.command("threads")
@@ -26,7 +25,7 @@ from memagent.vfs.terminal_text import shown
 @handled
 def threads_cmd(ctx: Ctx, agent: str | None, limit: int) -> None:
     """List AGENT's chat threads (newest first): id, last activity, messages, title."""
-    from memagent.vfs.threads import ThreadStore
+    from memagent.vfs import ThreadStore
 
     view = ctx.view(agent)
     items = ThreadStore(ctx.store.db).list(view.agent, limit)

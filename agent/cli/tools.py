@@ -27,7 +27,7 @@ from memagent.agent.cli.common import Ctx, handled
 from memagent.agent.mcp.client import CONNECT_TIMEOUT_ENV, McpHub, connect_timeout
 from memagent.agent.mcp.config import TOOLS_PATH, parse_tools_json
 from memagent.agent.tools.mcp import build_report, render_report
-from memagent.vfs.errors import NotFound
+from memagent.vfs import NotFound
 
 EXAMPLE = """{
   "mcp_servers": {

@@ -60,14 +60,23 @@ from memagent.agent.formats import (
     import_tree,
 )
 from memagent.agent.formats.archive import read_source
-from memagent.agent.formats.base import RESERVED_PREFIXES, check_output_path
+from memagent.agent.formats.base import check_output_path
 from memagent.agent.formats.mcp import read_tools_json
 from memagent.agent.formats.probe import probe
-from memagent.vfs import paths
-from memagent.vfs.bulk import ChangedSince
-from memagent.vfs.errors import AlreadyExists, InvalidPath, NotFound, ValidationFailed
-from memagent.vfs.store import SqlStore, Store, check_agent_name
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import (
+    RESERVED_PREFIXES,
+    AlreadyExists,
+    ChangedSince,
+    InvalidPath,
+    NotFound,
+    SqlStore,
+    Store,
+    ValidationFailed,
+    check_agent_name,
+    normalize_file,
+    scope_name,
+    shown,
+)
 
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -163,7 +172,7 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
     if live:
         _export_live(agent, target, as_zip, started)
         return
-    scope = paths.scope_name("agent", agent)
+    scope = scope_name("agent", agent)
     infos = ctx.store.all_files(scope)
     bar = Progress("exporting", len(infos) * 2)
     memory: dict[str, str] = {}
@@ -171,7 +180,7 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
         for info in infos:
             memory[info.path] = ctx.store.read(scope, info.path).content
             bar.advance()
-        from memagent.vfs.approval_rules import RuleBook
+        from memagent.vfs import RuleBook
 
         options = ExportOptions(agent=agent, rules=RuleBook(ctx.store, agent).rules())
         notes: list[Note] = []
@@ -411,7 +420,7 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
     notes = src.notes + result.notes
     files = _clean(result.files, notes)
     _check_tree(files)
-    store, scope = ctx.store, paths.scope_name("agent", agent)
+    store, scope = ctx.store, scope_name("agent", agent)
     exists = agent in store.list_agents()
     before, seen = _snapshot(store, scope, files) if exists else ({}, dict.fromkeys(files, 0))
     bar = Progress("validating", len(files))
@@ -523,7 +532,7 @@ def _clean(files: Mapping[str, str], notes: list[Note]) -> dict[str, str]:
     out: dict[str, str] = {}
     for path, content in files.items():
         try:
-            norm = paths.normalize_file(path)
+            norm = normalize_file(path)
         except InvalidPath as exc:
             notes.append(Note(path, f"not imported: {exc}"))
             continue

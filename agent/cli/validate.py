@@ -8,7 +8,7 @@ import click
 
 from memagent.agent.cli.common import Ctx, fail, handled
 from memagent.validators import validate as validate_content
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import shown
 
 
 @click.command()

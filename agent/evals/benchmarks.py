@@ -60,10 +60,7 @@ from memagent.agent.evals.scenario import Scenario, Step, Turn
 from memagent.agent.model import Model, ModelError, ModelRequest
 from memagent.agent.reflection import reflect
 from memagent.validators.nesting import MAX_DEPTH, line_and_column, too_deep
-from memagent.vfs import SqlStore
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs import AgentView, ProposalStore, SqlStore, ThreadStore
 
 Benchmark = Literal["longmemeval", "locomo"]
 F1_PASS = 0.5

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memagent.validators import validate
-from memagent.vfs.errors import VfsError
-from memagent.vfs.globbing import compile_glob
-from memagent.vfs.scopes import AgentView
+from memagent.vfs import AgentView, VfsError, compile_glob
 
 KINDS: dict[str, str] = {
     "answer_matches": "a regex the answer must match",

@@ -47,12 +47,7 @@ from memagent.agent.pricing import cost_usd
 from memagent.agent.reflection import reflect
 from memagent.agent.tools import ApprovalRequest, ToolResult
 from memagent.validators import validate
-from memagent.vfs import SqlStore, open_store
-from memagent.vfs.edits import unified_diff
-from memagent.vfs.errors import VfsError
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs import AgentView, ProposalStore, SqlStore, ThreadStore, VfsError, open_store, unified_diff
 
 Templates = Callable[[str], dict[str, str]]
 

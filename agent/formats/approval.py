@@ -29,7 +29,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memagent.vfs.approval_rules import MCP_PREFIX, RULES_PATH, Rule
+from memagent.vfs import MCP_PREFIX, RULES_PATH, Rule
 
 from .base import ExportResult, Note
 

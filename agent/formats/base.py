@@ -33,19 +33,12 @@ from typing import Any, Protocol
 
 from memagent.validators import config_location
 from memagent.validators.config_files import safe_path
-from memagent.vfs import paths
-from memagent.vfs.approval_rules import Rule
-from memagent.vfs.errors import InvalidPath
+from memagent.vfs import RESERVED_PREFIXES, InvalidPath, Rule, normalize_file
 
 # Files of an agent's memory: absolute store path -> text.
 Memory = dict[str, str]
 # Files of a harness project: relative path -> bytes.
 Tree = dict[str, bytes]
-
-# Reserved scopes of an agent's folder (README "What memory looks like"): an import
-# never writes below them, an export never meets them (they are not agent files).
-# Defined once in the vfs (``paths.MOUNTS``); re-exported for the CLI.
-RESERVED_PREFIXES = paths.RESERVED_PREFIXES
 
 # Folders and files no harness layout means and no agent needs: skipped on import.
 JUNK_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", "__MACOSX",
@@ -247,7 +240,7 @@ def refuse_config_import(files: Iterable[str]) -> None:
     bad: list[str] = []
     for path in files:
         try:
-            norm = paths.normalize_file(path)
+            norm = normalize_file(path)
         except InvalidPath:
             norm = path
         if config_location(norm) is not None:

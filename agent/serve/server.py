@@ -78,11 +78,19 @@ from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome
 from memagent.agent.tools.history import HistoryTools
 from memagent.agent.tools.memory import Basis, RuledApproval, agent_rules
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs.approval_rules import RuleBook
-from memagent.vfs.errors import NotFound, StaleVersion, VfsError
-from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.types import Origin, PendingChange
+from memagent.vfs import (
+    QUEUED_BY,
+    AgentView,
+    Busy,
+    NewProposal,
+    NotFound,
+    Origin,
+    PendingChange,
+    ProposalStore,
+    RuleBook,
+    StaleVersion,
+    VfsError,
+)
 
 if TYPE_CHECKING:
     from mcp.server import Server, ServerRequestContext

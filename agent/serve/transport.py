@@ -34,7 +34,7 @@ from typing import Any
 
 from memagent.agent.serve.server import MemoryServer
 from memagent.agent.serve.stdio import serve_stdio as serve_stdio  # the CLI serves stdio from here
-from memagent.vfs.errors import VfsError
+from memagent.vfs import VfsError
 
 TOKEN_ENV = "MEMAGENT_MCP_TOKEN"
 MCP_PATH = "/mcp"

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from memagent.vfs.types import Approval, PendingChange
+from memagent.vfs import Approval, PendingChange
 
 Op = Literal["write", "edit", "delete", "move", "tool"]
 

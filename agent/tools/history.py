@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from memagent.agent.tools.base import ToolResult, schema
-from memagent.vfs.render import render_log
-from memagent.vfs.scopes import AgentView
+from memagent.vfs import AgentView, render_log
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200

@@ -39,8 +39,7 @@ from memagent.agent.mcp.client import McpCallError, McpHub, ServerState, connect
 from memagent.agent.mcp.config import TOOLS_PATH, ToolRule, ToolsConfig, parse_tools_json, tool_name
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult
 from memagent.agent.tools.memory import RuledApproval
-from memagent.vfs.errors import NotFound, VfsError
-from memagent.vfs.scopes import AgentView
+from memagent.vfs import AgentView, NotFound, VfsError
 
 log = logging.getLogger("memagent.agent.tools")
 

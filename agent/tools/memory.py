@@ -52,14 +52,29 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, schema
-from memagent.vfs import writes
-from memagent.vfs.approval_rules import TOOL_OF_OP, Action, Match, RuleBook
-from memagent.vfs.errors import StaleVersion
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.render import render_ls, render_numbered
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.search import render as render_grep
-from memagent.vfs.types import Author, Change, Origin, PendingChange
+from memagent.vfs import (
+    TOOL_OF_OP,
+    Action,
+    AgentView,
+    Author,
+    Change,
+    Match,
+    Origin,
+    PendingChange,
+    ProposalStore,
+    RuleBook,
+    StaleVersion,
+    WritePolicy,
+    WriteRequest,
+    WriteVerdict,
+    queue_policy,
+    reason_line,
+    render_grep,
+    render_ls,
+    render_numbered,
+    require_change,
+    submit_change,
+)
 
 
 class ToolsJsonVerdict(Protocol):
@@ -86,7 +101,6 @@ _PATH = {"type": "string", "description": "Absolute path inside memory, e.g. /AG
 # Mutating tools take an optional one-line reason: shown to the person who approves,
 # kept as the revision's message.
 _REASON = {"type": "string", "description": "Optional: one line saying why (shown for approval, kept in history)."}
-REASON_CHARS = writes.REASON_CHARS
 # Mutating tools take an optional expected_version: the version the caller's own read saw.
 _EXPECTED = {"type": "integer", "minimum": 0,
              "description": "Optional: the N of read_file's '(version N)'; refused if the file is now at "
@@ -232,14 +246,14 @@ class Basis:
 class RuledApproval:
     """The agent's approval rules (``vfs/approval_rules.py``) as a provider applies them.
 
-    ``queue`` is where an edit a ``queue`` rule picks goes (a ``writes.queue`` policy;
+    ``queue`` is where an edit a ``queue`` rule picks goes (a ``queue_policy``;
     None: this context has no review queue, so such an edit is refused);
     ``unattended`` is what ``ask`` becomes where no one can be asked (``memagent run``:
     ``queue`` by default); ``heard`` is told, in one line, which rule decided each edit
     (chat shows it)."""
 
     book: RuleBook
-    queue: writes.Policy | None = None
+    queue: WritePolicy | None = None
     unattended: Action | None = None
     heard: Callable[[str], None] | None = None
 
@@ -254,7 +268,7 @@ def agent_rules(view: AgentView, proposals: ProposalStore, *, by: str, unattende
                 heard: Callable[[str], None] | None = None) -> RuledApproval:
     """The approval rules of ``view``'s agent, queueing into its review queue as ``by``
     (``memagent chat``, ``memagent run``, an MCP client: what review shows)."""
-    return RuledApproval(RuleBook(view.store, view.agent), writes.queue(proposals, view.agent, by=by),
+    return RuledApproval(RuleBook(view.store, view.agent), queue_policy(proposals, view.agent, by=by),
                          unattended, heard)
 
 
@@ -381,7 +395,7 @@ class MemoryTools:
         reason, policy, commit at the version read); this provider's policy is the version
         check, the tools.json probe, then the gate (or ``defer``)."""
 
-        def policy(request: writes.Request) -> writes.Verdict:
+        def policy(request: WriteRequest) -> WriteVerdict:
             self._check_version(pending, expected_version)  # raises StaleVersion: nothing is stored
             reason = request.reason
             asked = replace(ApprovalRequest.for_change(pending), reason=reason)
@@ -389,7 +403,7 @@ class MemoryTools:
                     and pending.scope == self.view.scope and pending.path == "/tools.json"):
                 check = self.check_tools_json(pending.after)
                 if check.refusal:
-                    return writes.Verdict.reject(check.refusal)
+                    return WriteVerdict.reject(check.refusal)
                 if check.note:
                     asked = replace(asked, note=check.note)
             # --yolo (the gate's, or a server's) is decided before the rules and overrides them.
@@ -399,16 +413,16 @@ class MemoryTools:
                     return decided
             if self.defer is not None:
                 # Checked exactly as a commit would be (paths, validators, version), then queued, not stored.
-                return writes.Verdict.queued(0, self.defer(pending, reason))
+                return WriteVerdict.queued(0, self.defer(pending, reason))
             outcome = self.gate.check(asked)
             if not outcome.approved:
                 msg = f"The user rejected this change to {pending.shown}; nothing was changed."
                 if outcome.feedback:
                     msg += f" Their feedback: {outcome.feedback}"
-                return writes.Verdict.reject(msg)
-            return writes.Verdict.approve(outcome.approval)
+                return WriteVerdict.reject(msg)
+            return WriteVerdict.approve(outcome.approval)
 
-        result = writes.submit(self.view, pending, policy=policy, author=self.author, origin=self.origin,
+        result = submit_change(self.view, pending, policy=policy, author=self.author, origin=self.origin,
                                reason=reason)
         if result.status == "unchanged":
             # Nothing to approve or store; the model now knows this version's content.
@@ -422,7 +436,7 @@ class MemoryTools:
             if result.proposal:
                 self.log.queued.append((result.proposal, pending.op, pending.shown))
             return ToolResult(result.message)
-        change = writes.require(result)
+        change = require_change(result)
         self.log.record(change)
         if change.after is None:
             self.seen.pop(change.path, None)
@@ -432,7 +446,7 @@ class MemoryTools:
         return ToolResult(f"{verb} {change.path} (now version {change.version}).",
                           data={"path": change.path, "version": change.version})
 
-    def _by_rule(self, request: writes.Request) -> writes.Verdict | None:
+    def _by_rule(self, request: WriteRequest) -> WriteVerdict | None:
         """The verdict of the first approval rule matching this edit; None: ``ask`` (the
         context's own way: the gate, or ``defer``)."""
         assert self.rules is not None
@@ -444,14 +458,14 @@ class MemoryTools:
             verb = {"allow": "allowed", "ask": "asks", "queue": "queued", "deny": "denied"}[found.action]
             self.rules.heard(f"approval {found.describe()}: {what} {verb}")
         if found.action == "allow":
-            return writes.Verdict.approve("rule")
+            return WriteVerdict.approve("rule")
         if found.action == "deny":
-            return writes.Verdict.reject(
+            return WriteVerdict.reject(
                 f"{what} was refused by approval {found.describe()} of agent {self.view.agent!r}; nothing was "
                 "stored. Do not retry it: tell the user, who can change the rules with `memagent approval`.")
         if found.action == "queue":
             if self.rules.queue is None:
-                return writes.Verdict.reject(f"{what} matches approval {found.describe()}, but this session has "
+                return WriteVerdict.reject(f"{what} matches approval {found.describe()}, but this session has "
                                              "no review queue; nothing was stored")
             return self.rules.queue(request)
         return None
@@ -502,4 +516,4 @@ def _expected(value: object) -> int | None:
 
 def one_line_reason(reason: object) -> str:
     """A tool's ``reason`` as one bounded line ("" when absent or not text): the entrance's rule."""
-    return writes.reason_line(reason)
+    return reason_line(reason)

@@ -17,11 +17,16 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from memagent.agent.tools.base import ToolResult, schema
-from memagent.vfs.embeddings.base import SEARCH_MODES, EmbedderError, SearchMode, check_mode
-from memagent.vfs.embeddings.hybrid import DEFAULT_MODE
-from memagent.vfs.render import render_search
-from memagent.vfs.scopes import AgentView
-from memagent.vfs.types import SearchHit
+from memagent.vfs import (
+    DEFAULT_SEARCH_MODE,
+    SEARCH_MODES,
+    AgentView,
+    EmbedderError,
+    SearchHit,
+    SearchMode,
+    check_search_mode,
+    render_search,
+)
 
 DEFAULT_K = 10
 MAX_K = 50
@@ -38,7 +43,7 @@ DEFINITIONS: list[dict[str, Any]] = [
          "query": {"type": "string", "description": "Words to look for, e.g. 'meeting notes format'"},
          "k": {"type": "integer", "minimum": 1, "maximum": MAX_K, "default": DEFAULT_K,
                "description": "Most results to return."},
-         "mode": {"type": "string", "enum": list(SEARCH_MODES), "default": DEFAULT_MODE,
+         "mode": {"type": "string", "enum": list(SEARCH_MODES), "default": DEFAULT_SEARCH_MODE,
                   "description": "lexical: the words (stemmed); semantic: the meaning; hybrid: both fused."}},
         ["query"])},
 ]
@@ -55,7 +60,7 @@ COMPACT_DEFINITIONS: list[dict[str, Any]] = [
 class MemorySearch(Protocol):
     """What ranks files for the tool (the view's search, or another ranker)."""
 
-    def search(self, query: str, *, k: int = DEFAULT_K, mode: SearchMode = DEFAULT_MODE) -> list[SearchHit]: ...
+    def search(self, query: str, *, k: int = DEFAULT_K, mode: SearchMode = DEFAULT_SEARCH_MODE) -> list[SearchHit]: ...
 
 
 class SearchTools:
@@ -72,15 +77,15 @@ class SearchTools:
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         return self._search(**args)
 
-    def _search(self, query: str, k: int = DEFAULT_K, mode: str = DEFAULT_MODE) -> ToolResult:
+    def _search(self, query: str, k: int = DEFAULT_K, mode: str = DEFAULT_SEARCH_MODE) -> ToolResult:
         if not isinstance(query, str) or not query.strip():
             return ToolResult("query is empty; give a few words to look for, e.g. 'meeting notes format'", True)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             return ToolResult(f"k must be a whole number from 1 to {MAX_K}; leave it out for {DEFAULT_K}", True)
         if mode not in SEARCH_MODES:
-            return ToolResult(f"mode must be one of {', '.join(SEARCH_MODES)}; leave it out for {DEFAULT_MODE}",
+            return ToolResult(f"mode must be one of {', '.join(SEARCH_MODES)}; leave it out for {DEFAULT_SEARCH_MODE}",
                               True)
-        chosen = check_mode(mode)
+        chosen = check_search_mode(mode)
         try:
             hits = self.ranker.search(query, k=k, mode=chosen)
         except EmbedderError as exc:

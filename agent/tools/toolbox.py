@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memagent.agent.tools.base import ToolProvider, ToolResult
-from memagent.vfs.errors import VfsError
+from memagent.vfs import VfsError
 
 log = logging.getLogger("memagent.agent.tools")
 

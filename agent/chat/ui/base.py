@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from memagent.agent.gate import Decision
 from memagent.agent.loop import Hooks
 from memagent.agent.tools import ApprovalRequest, ToolResult
-from memagent.vfs.edits import unified_diff
-from memagent.vfs.types import Change
+from memagent.vfs import Change, unified_diff
 
 APPROVAL_QUESTION = "Approve? [y]es / [n]o / n: feedback / [a]lways"
 APPROVAL_HELP = "Please answer y, n, n: <feedback>, or a."

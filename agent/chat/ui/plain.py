@@ -29,7 +29,7 @@ from memagent.agent.chat.ui.base import (
 )
 from memagent.agent.gate import Decision
 from memagent.agent.tools import ApprovalRequest, ToolResult, describe_call
-from memagent.vfs.terminal_text import shown
+from memagent.vfs import shown
 
 
 class PlainUI(UI):
