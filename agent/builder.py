@@ -7,7 +7,7 @@ task tool's runner to ``run_subagent`` for this agent. With an ``McpHub`` the
 agent also gets the MCP tools its ``/tools.json`` allows (``tools.mcp.McpTools``),
 their section of the system prompt, and the live check of ``/tools.json`` writes.
 
-The prompt profile is decided here and only here (``profile_of``): a model that
+The prompt profile is decided in one place (``profiles.profile_of``, used here): a model that
 declares ``prompt_profile = "compact"`` (the ``local`` provider's models: small, on a
 CPU) gets the compact base instructions and tool definitions; every other model
 (Anthropic, OpenAI, Ollama, the scripted test model) the full ones, unchanged.
@@ -17,48 +17,20 @@ CPU) gets the compact base instructions and tool definitions; every other model
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import Any, cast
 
 from memagent.agent.gate import Approver, Gate
 from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, Hooks
 from memagent.agent.mcp.client import McpHub
-from memagent.agent.model import Model, ModelError
-from memagent.agent.prompt import PROFILES, NoMemoryPrompt, Profile, PromptBuilder
+from memagent.agent.model import Model
+from memagent.agent.profiles import profile_of
+from memagent.agent.prompt import NoMemoryPrompt, Profile, PromptBuilder
 from memagent.agent.subagents import run_subagent
 from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolBox, ToolProvider, ToolResult
 from memagent.agent.tools.mcp import McpTools, Warn
 from memagent.agent.tools.memory import agent_rules
 from memagent.agent.tools.search import SearchTools
 from memagent.vfs import AgentView, ProposalStore, RuleBook, ThreadStore
-
-PROFILE_VAR = "MEMAGENT_PROMPT_PROFILE"
-# How deep ``profile_of`` looks through wrapper models (each keeps the wrapped one as ``inner``).
-_WRAPPERS = 8
-
-
-def profile_of(model: Model) -> Profile:
-    """The prompt profile ``model`` asks for: its ``prompt_profile`` attribute (a model MAY
-    carry one, as it may carry ``context_window``), looking through wrappers that keep the
-    wrapped model as ``inner`` (the chat's ``ShownText``, the eval's ``Counting``); ``full``
-    when none says. ``$MEMAGENT_PROMPT_PROFILE`` overrides the model (a large local model
-    that can afford the full prompt, or an eval comparing the two)."""
-    forced = os.environ.get(PROFILE_VAR, "").strip()
-    if forced:
-        if forced not in PROFILES:
-            raise ModelError(f"{PROFILE_VAR}={forced!r} is not a prompt profile; set one of "
-                             f"{', '.join(PROFILES)} or unset it")
-        return cast(Profile, forced)
-    current: Any = model
-    for _ in range(_WRAPPERS):
-        declared = getattr(current, "prompt_profile", None)
-        if declared in PROFILES:
-            return declared
-        current = getattr(current, "inner", None)
-        if current is None:
-            break
-    return "full"
 
 
 def withhold_memory(agent: Agent) -> None:

@@ -33,7 +33,7 @@ Invariants:
   ``APPLY_PREFERENCES``; with the compact tool
   definitions it stays within 1,500 tokens for the ``assistant`` template,
   ``tests/test_prompt_budget.py``). Which one an agent gets is decided in one place,
-  ``builder.profile_of``. Both are pure functions of memory: the text is
+  ``profiles.profile_of``. Both are pure functions of memory: the text is
   byte-identical from turn to turn until memory changes, so a prefix cache holds.
 - ``NoMemoryPrompt`` is the control of ``memagent eval --no-memory``: one line naming
   the agent and nothing of memory.

@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from memagent.agent.model import ModelError
+from memagent.agent.profiles import profile_of
 from memagent.agent.prompt import SystemPrompt
 from memagent.agent.tools import READ_ONLY, MemoryTools, ToolBox, ToolResult
 from memagent.agent.tools.mcp import McpTools
@@ -109,8 +110,6 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     # A fresh ``seen``: the subagent has read nothing yet, whatever the parent has (it must
     # not write over a version it never saw). The shared log lets each side's version
     # checks see the other's changes.
-    from memagent.agent.builder import profile_of
-
     # The subagent's own model decides its tool definitions, as the parent's decides the parent's.
     compact = profile_of(model) == "compact"
     memory = MemoryTools(view, parent.memory.gate, author="subagent", log=parent.memory.log,

@@ -222,12 +222,12 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
                   thread_id: str | None = None, yolo: bool = False,
                   max_steps: int = DEFAULT_MAX_STEPS,
                   model_factory: Callable[[str], Model] | None = None,
-                  context_budget: int | None = None, mcp: bool = True) -> Session:
+                  context_budget: int | None = None, start_mcp: bool = True) -> Session:
     """Wire the UI's approver into the gate and its hooks into the loop.
 
     ``model_factory`` builds the model a subagent's frontmatter asks for;
     ``context_budget`` (tokens) caps each request (default: ``context.DEFAULT_BUDGET``);
-    ``mcp=False`` starts none of ``/tools.json``'s servers (``memagent eval --no-memory``).
+    ``start_mcp=False`` starts none of ``/tools.json``'s servers (``memagent eval --no-memory``).
     """
     gate = Gate(ui.approver, yolo=yolo)
     # The agent's approval rules decide before the gate; chat says which rule decided.
@@ -236,7 +236,7 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)
     hub = McpHub()
-    if mcp and ui.interactive:
+    if start_mcp and ui.interactive:
         # Servers start once the first prompt is on the screen: the SDK's import would
         # hold the interpreter for most of a second the prompt should have.
         hub.hold()
@@ -244,7 +244,7 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     try:
         agent = build_agent(view, ShownText(model), gate=gate, threads=threads, thread_id=thread_id,
                             hooks=ui.hooks(), max_steps=max_steps, model_factory=shown,
-                            mcp_hub=hub if mcp else None,
+                            mcp_hub=hub if start_mcp else None,
                             warn=ui.error, rules=rules, mcp_background=ui.interactive)
     except BaseException:
         hub.close()

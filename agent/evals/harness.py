@@ -321,7 +321,7 @@ class Run:
         self.close()
         # The control offers no tool, so it starts none of /tools.json's servers either.
         session = build_session(self.view, self.model, self.ui, threads=self.threads,
-                                context_budget=self.scenario.context_budget, mcp=self.memory)
+                                context_budget=self.scenario.context_budget, start_mcp=self.memory)
         if not self.memory:
             withhold_memory(session.agent)
         self.session = session

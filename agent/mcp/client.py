@@ -459,9 +459,13 @@ class McpHub:
                 if n in wanted and c.resolved.key() == wanted[n].key() and not c.failure}
         stop = [c for n, c in old.items() if n not in keep]
         start = [r for n, r in wanted.items() if n not in keep]
+        # Launching returns at once, once the hub's loop gets to it; on a busy machine (the SDK's
+        # import runs on that loop) that can take as long as a start-up, so the start-up limit
+        # (MEMAGENT_MCP_TIMEOUT) bounds this wait too, never less than a clean stop.
+        grace = max(2 * CLOSE_TIMEOUT + 1, timeout)
         if stop:
-            self._wait(self._stop_all(stop), 2 * CLOSE_TIMEOUT + 1)
-        started = self._wait(self._launch(start, timeout, on_settled), 2 * CLOSE_TIMEOUT + 1) if start else []
+            self._wait(self._stop_all(stop), grace)
+        started = self._wait(self._launch(start, timeout, on_settled), grace) if start else []
         self._conns = {**keep, **{c.resolved.name: c for c in started}}
         return warnings, started
 

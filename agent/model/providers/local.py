@@ -27,7 +27,7 @@ Invariants:
   /AGENTS.md (now version 2)." it wrote the same content again and again ("No change")
   until the step limit, under every wording of the prompt tried; nothing is lost, since
   the call it repeats has just run.
-- Its models declare ``prompt_profile = "compact"``: the agent builder (``builder.profile_of``,
+- Its models declare ``prompt_profile = "compact"``: the agent builder (``profiles.profile_of``,
   the one place that decides) gives them the compact system prompt and tool definitions,
   short enough for a small model's prompt pass.
 - Prices: none. No SDK is imported here; ``OpenAIModel`` imports ``openai`` when built.
