@@ -681,6 +681,9 @@ def test_scanner_never_crashes_and_only_reports_lines(text: str) -> None:
         *("ldapsearch ", "htpasswd -b ", "GetBytes($", "`a` / `", "пароль ", "key', '", "password(a, '"),
         *("ConvertTo-SecureString $a -AsPlainText\n", "$a = 'x'\n", "-U a%", "IDENTIFIED BY '", "requirepass "),
         *('"kty" "d": "', "setVapidDetails(", "BUNDLE_A__", "sqlplus a/", "Signature=", "a+api://"),
+        # the sixth to eighth held-out sets' contexts (a value then a comment, many on one line)
+        *("token: 'abcdefgh', // ", "apiKey: 'a1b2c3d4e5', ", "password=abcdefgh1 #", "#define A_KEY ", "BUNDLE_A_"),
+        *("bundle config a.b ", "login is a ", "-u a -p -", "redis-cli -a -", "API-", "secret_key' => \""),
     ],
 )
 def test_scanning_crafted_input_stays_linear(unit: str) -> None:

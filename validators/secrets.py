@@ -334,12 +334,16 @@ def _public_name_before(m: re.Match[str], text: str) -> bool:
     return _PUBLIC_NAME.search(head[len(head.rstrip(_NAME_CHARS)) :]) is not None
 
 
-_PUBLIC_COMMENT = re.compile(r"[^\n]*?(?://|#|--|/\*)[^\n]*\b(?:public|search[- ]only)\b", re.IGNORECASE)
+_PUBLIC_COMMENT = re.compile(r"(?://|#|--|/\*).*\b(?:public|search[- ]only)\b", re.IGNORECASE)
+# How far after a value its comment is looked for: a bounded window keeps the scan linear.
+_COMMENT_WINDOW = 120
 
 
 def _said_public_after(m: re.Match[str], text: str) -> bool:
     """A comment after the value, on its line, says the key is public (``// public search key``)."""
-    return _PUBLIC_COMMENT.match(text, m.end()) is not None
+    end = text.find("\n", m.end(), m.end() + _COMMENT_WINDOW)
+    window = text[m.end() : end if end >= 0 else m.end() + _COMMENT_WINDOW]
+    return _PUBLIC_COMMENT.search(window) is not None
 
 
 def _real_assigned_secret(m: re.Match[str], text: str) -> bool:
@@ -1391,8 +1395,8 @@ _RULES: tuple[_Rule, ...] = (
         "a password in a Bundler config",
         # bundle config [set] [--global|--local] gems.example.com user:password
         re.compile(
-            r"\bbundle[ \t]+config[ \t]+(?:set[ \t]+)?(?:--(?:global|local)[ \t]+)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
-            r"[ \t]+[^\s:]{1,64}:(?P<s>\S{6,200})"
+            r"\bbundle[ \t]+config[ \t]+(?:set[ \t]+)?(?:--(?:global|local)[ \t]+)?"
+            r"[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}[ \t]+[^\s:]{1,64}:(?P<s>\S{6,200})"
         ),
         _starts("bundle"),
         _real_command_password,
@@ -1400,7 +1404,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password in a Bundler config",
         # BUNDLE_GEMS__EXAMPLE__COM=user:password (the same setting in the environment).
-        re.compile(r"\bBUNDLE_[A-Z0-9_]+__[A-Z]{2,}[ \t]*=[ \t]*[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{6,200})"),
+        re.compile(r"\bBUNDLE_[A-Z0-9_]{1,80}__[A-Z]{2,10}[ \t]*=[ \t]*[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{6,200})"),
         _starts("BUNDLE_"),
         _real_command_password,
     ),
@@ -1408,7 +1412,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password, secret or token assigned in plain text",
         # A C or C++ #define of a secret's name to a string literal (#define IO_KEY "...").
         re.compile(
-            r"#[ \t]*define[ \t]+(?P<n>[A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASS(?:WORD)?|PWD|AUTH)[A-Za-z0-9_]*)"
+            r"#[ \t]*define[ \t]+(?P<n>[A-Za-z0-9_]{0,40}(?:KEY|TOKEN|SECRET|PASS(?:WORD)?|PWD|AUTH)[A-Za-z0-9_]{0,40})"
             r"[ \t]+\"(?P<s>[^\"\n]{8,200})\""
         ),
         _starts("#"),
