@@ -328,10 +328,15 @@ def _cursor_before(m: re.Match[str], text: str) -> bool:
 _PUBLIC_NAME = re.compile(r"(?i)pub(?:lic|lishable)|anon|link_?$")
 
 
-def _public_name_before(m: re.Match[str], text: str) -> bool:
+def _name_before(m: re.Match[str], text: str) -> str:
+    """The name characters right before the match, on its line, at most 48 (DD_APP_ before KEY)."""
     line_start = text.rfind("\n", 0, m.start()) + 1
     head = text[max(line_start, m.start() - 48) : m.start()]
-    return _PUBLIC_NAME.search(head[len(head.rstrip(_NAME_CHARS)) :]) is not None
+    return head[len(head.rstrip(_NAME_CHARS)) :]
+
+
+def _public_name_before(m: re.Match[str], text: str) -> bool:
+    return _PUBLIC_NAME.search(_name_before(m, text)) is not None
 
 
 _PUBLIC_COMMENT = re.compile(r"(?://|#|--|/\*).*\b(?:public|search[- ]only)\b", re.IGNORECASE)
@@ -398,9 +403,7 @@ def _client_key(m: re.Match[str], text: str) -> bool:
 def _called_with_key(m: re.Match[str], text: str) -> bool:
     """A function or class named for a key, token or credential given a random string literal
     (AzureKeyCredential("..."), Auth.api_key("...")); not one whose name says public, id, hash."""
-    line_start = text.rfind("\n", 0, m.start()) + 1
-    head = text[max(line_start, m.start() - 48) : m.start()]
-    name = (head[len(head.rstrip(_NAME_CHARS)) :] + m.group("n")).lower()
+    name = (_name_before(m, text) + m.group("n")).lower()
     if _NOT_SECRET_NAME.search(name) or any(c in name for c in _CURSOR_NAMES):
         return False
     value = m.group("s")
@@ -684,9 +687,7 @@ _NAME_CHARS = string.ascii_letters + string.digits + "_.-"
 
 def _name_at(m: re.Match[str], text: str) -> str:
     """The whole name a context match starts inside (DD_APP_KEY from KEY on), lower case."""
-    line_start = text.rfind("\n", 0, m.start()) + 1
-    head = text[max(line_start, m.start() - 48) : m.start()]
-    return (head[len(head.rstrip(_NAME_CHARS)) :] + text[m.start() : m.end("n")]).lower()
+    return (_name_before(m, text) + text[m.start() : m.end("n")]).lower()
 
 
 # Values that are a reference, a digest (SRI's sha512-...), a test-mode key or a public key (age1...).
