@@ -57,6 +57,10 @@ def test_help_imports_nothing_only_a_search_or_another_command_needs(tmp_path: P
     assert "fs" in proc.stdout
     assert modules.isdisjoint(SEARCH_ONLY + OTHER_COMMANDS + EMBEDDER_MODULES), \
         sorted(modules & {*SEARCH_ONLY, *OTHER_COMMANDS, *EMBEDDER_MODULES})
+    # The listing comes from the command table: no command module, no store, no validators.
+    assert "sqlalchemy" not in modules and "yaml" not in modules
+    assert {m for m in modules if m.startswith("memagent.")} <= {
+        "memagent.agent", "memagent.agent.cli", "memagent.agent.cli.main", "memagent.agent.cli.lazy"}
 
 
 def test_fs_cat_imports_the_store_and_nothing_only_a_search_needs(tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ Invariants:
 - Running one command imports that command's module and nothing else of the CLI, so
   ``memagent fs cat`` never pays for the anthropic SDK, the export formats or the
   chat screen (start-up time is measured in ``bench/startup.py``).
-- ``memagent --help`` (and a mistyped command's suggestions) still list every
-  command with its one-line help: listing imports them all, which only help pays.
-- A table entry is ``name -> "module:attribute"``; the attribute must be a
-  ``click.Command`` whose name is the entry's name.
+- ``memagent --help`` lists every command with its one-line help without importing
+  any of them: the table carries each command's one-line help, and
+  ``tests/test_cli_lazy.py`` holds it equal to the command's own. So help costs
+  click and nothing of the store (``tests/test_startup_imports.py``).
+- A table entry is ``name -> ("module:attribute", one-line help)``; the attribute
+  must be a ``click.Command`` whose short help is that line.
 """
 
 from __future__ import annotations
@@ -22,18 +24,35 @@ import click
 class LazyGroup(click.Group):
     """``click.Group`` over a table of commands imported on first use."""
 
-    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: Mapping[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy: dict[str, str] = dict(lazy or {})
+        self.lazy: dict[str, tuple[str, str]] = dict(lazy or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy and cmd_name not in self.commands:
-            module, _, attr = self.lazy[cmd_name].partition(":")
+            target = self.lazy[cmd_name][0]
+            module, _, attr = target.partition(":")
             command = getattr(importlib.import_module(module), attr)
             if not isinstance(command, click.Command):  # pragma: no cover - a table mistake
-                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+                raise TypeError(f"{target} is not a click command")
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with a command not yet imported described by its table line."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: list[tuple[str, str]] = []
+        for name in names:
+            loaded = self.commands.get(name)
+            if loaded is None:
+                rows.append((name, click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)))
+            elif not loaded.hidden:
+                rows.append((name, loaded.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
