@@ -707,7 +707,7 @@ def assert_same_as_reference(text: str) -> None:
     candidates = scanner._Candidates(text)
     # The anchor layer finds every occurrence of every literal, overlapping ones too...
     folded = scanner._fold(text)
-    for is_folded, literal in scanner._GROUP_OF:
+    for is_folded, literal in scanner._group_of():
         target = folded if is_folded else text
         expected = [m.start() for m in re.finditer(f"(?={re.escape(literal)})", target)]
         assert candidates._occurrences(is_folded, literal) == expected, literal

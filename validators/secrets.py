@@ -97,11 +97,38 @@ import string
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from .base import LineIndex, Problem
 
 KIND = "secret"
+
+
+class _LazyRegex:
+    """A regex compiled the first time it is used.
+
+    Compiling the scanner's ~330 regexes took ~0.2 s of every process's start-up,
+    though a process that reads memory never scans, and a scan tries a rule's regex
+    only where one of its anchors occurs. On first use the compiled pattern's
+    methods are copied onto the instance, so later calls cost what the pattern's own
+    do (no ``__getattr__`` after the first).
+    """
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.pattern = source
+        self.flags = flags
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = re.compile(self.pattern, self.flags)
+        for attr in ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split",
+                     "groupindex", "groups"):
+            setattr(self, attr, getattr(compiled, attr))
+        return getattr(compiled, name)
+
+
+def _regex(source: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile``, deferred to the pattern's first use (``_LazyRegex``)."""
+    return cast("re.Pattern[str]", _LazyRegex(source, flags))
 
 
 @dataclass(frozen=True)
@@ -113,7 +140,7 @@ class _Anchor:
     ``back_over`` characters that ends at the occurrence starts, if that run is
     1 to ``back_max`` characters long. With ``followed_by`` (a one-character
     literal only), only occurrences followed by one of its characters count: they
-    are found by a regex of their own, not with the groups (``_FOLLOWED``), so a
+    are found by a regex of their own, not with the groups (``_followed``), so a
     literal as common as ":" costs a C-speed pass, not a Python step per occurrence.
     """
 
@@ -145,7 +172,7 @@ def _prefixed(
     """A token that starts a word with one of ``prefixes`` and goes on as ``body`` (a regex)."""
     prefixes = tuple(prefixes)
     alternatives = "|".join(re.escape(p) for p in prefixes)
-    return _Rule(what, re.compile(rf"\b(?P<s>(?:{alternatives}){body})"), _starts(*prefixes), confirm)
+    return _Rule(what, _regex(rf"\b(?P<s>(?:{alternatives}){body})"), _starts(*prefixes), confirm)
 
 
 def _starts(*literals: str) -> tuple[_Anchor, ...]:
@@ -192,7 +219,7 @@ _URL_PLACEHOLDERS = (
 
 # A password that is only a word for "password" (user:password@, u:pass123@, :secret@) is a
 # documentation stand-in; a password merely *containing* such a word (Pass9xK2vQ) is real.
-_URL_PASSWORD_WORD = re.compile(
+_URL_PASSWORD_WORD = _regex(
     r"(?:my|your|the|some|db|user|app)?[-_]?(?:pass(?:word|wd)?|pwd|secret|token|changeme|admin|root|test)"
     r"[-_]?\d{0,4}"
 )
@@ -256,9 +283,9 @@ _VALUE_PLACEHOLDERS = (
     "replace",
     "insert",
 )
-_CODE_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)+")
+_CODE_REFERENCE = _regex(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)+")
 # A kubeadm bootstrap token (token id "." token secret) reads like a.b but is a credential.
-_BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+_BOOTSTRAP_TOKEN = _regex(r"[a-z0-9]{6}\.[a-z0-9]{16}")
 
 
 def _code_reference(value: str) -> bool:
@@ -325,7 +352,7 @@ def _cursor_before(m: re.Match[str], text: str) -> bool:
 
 # A name saying its value is public by design (publicAccessToken, PUBLISHABLE_KEY, anon_key), or
 # Plaid's link_token (handed to the browser to open Link): the matched word ends such a name.
-_PUBLIC_NAME = re.compile(r"(?i)pub(?:lic|lishable)|anon|link_?$")
+_PUBLIC_NAME = _regex(r"(?i)pub(?:lic|lishable)|anon|link_?$")
 
 
 def _name_before(m: re.Match[str], text: str) -> str:
@@ -339,7 +366,7 @@ def _public_name_before(m: re.Match[str], text: str) -> bool:
     return _PUBLIC_NAME.search(_name_before(m, text)) is not None
 
 
-_PUBLIC_COMMENT = re.compile(r"(?://|#|--|/\*).*\b(?:public|search[- ]only)\b", re.IGNORECASE)
+_PUBLIC_COMMENT = _regex(r"(?://|#|--|/\*).*\b(?:public|search[- ]only)\b", re.IGNORECASE)
 # How far after a value its comment is looked for: a bounded window keeps the scan linear.
 _COMMENT_WINDOW = 120
 
@@ -434,7 +461,7 @@ def _real_command_password(m: re.Match[str], text: str) -> bool:
     return not any(p in value.lower() for p in _VALUE_PLACEHOLDERS) and len(set(value)) >= 5
 
 
-_REGISTRY_CLIENT = re.compile(r"\b(?:docker|podman|nerdctl|buildah|helm[ \t]+registry)[ \t]+$")
+_REGISTRY_CLIENT = _regex(r"\b(?:docker|podman|nerdctl|buildah|helm[ \t]+registry)[ \t]+$")
 
 
 def _registry_login(m: re.Match[str], text: str) -> bool:
@@ -472,7 +499,7 @@ def _hex_mixed(m: re.Match[str], _: str) -> bool:
 
 # A quoted value that only refers to a secret kept elsewhere: a shell or template variable,
 # a secret manager's reference, or a value encrypted in place (sops, Jasypt, EJSON, Ansible Vault).
-_REFERENCE_VALUE = re.compile(
+_REFERENCE_VALUE = _regex(
     # Each form is strict (a whole ${NAME} or HCL's ${var.name}, $(cmd), {{ x }}, %(name)s, ENC[...],
     # Laravel's encrypt() payload: base64 of {"iv":..., "value":..., "mac":...}) because a
     # random key may hold "$(" or "%(" by chance: startproject's alphabet has $, %, ( and ).
@@ -504,7 +531,7 @@ def _real_quoted_value(m: re.Match[str], text: str) -> bool:
 
 
 _PASSWORD_SYMBOLS = frozenset("!@#$%^&*+=?~|<>[]{}()'\";:,")
-_VERSION = re.compile(r"v?\d+(?:\.\d+)+[A-Za-z0-9.+-]*")
+_VERSION = _regex(r"v?\d+(?:\.\d+)+[A-Za-z0-9.+-]*")
 
 
 def _password_shaped(token: str, shortest: int = 8) -> bool:
@@ -531,7 +558,7 @@ _TRAILING = ".,;:)]}'\"`"
 
 
 # The textbook bad password: the word itself, then digits or a "!" (password123, P@ssw0rd1!).
-_SPELLS_PASSWORD = re.compile(r"(?i)p[a@]ssw(?:[o0]rd|ort)[0-9]*[!.]?")
+_SPELLS_PASSWORD = _regex(r"(?i)p[a@]ssw(?:[o0]rd|ort)[0-9]*[!.]?")
 
 
 def _password_in_prose(m: re.Match[str], text: str) -> bool:
@@ -558,10 +585,10 @@ def _password_in_prose(m: re.Match[str], text: str) -> bool:
     return False
 
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGNMENT = _regex(r"[A-Za-z_][A-Za-z0-9_]*=")
 # A variable being set (CFLAGS=-O2, db_pass=...): a name in one case. A password may hold "="
 # after mixed-case letters and digits (nOO4g8iXE=F=xU), which is no name.
-_ONE_CASE_ASSIGNMENT = re.compile(r"(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)=")
+_ONE_CASE_ASSIGNMENT = _regex(r"(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)=")
 
 
 # A name ending in "key" that says the key is public or is no credential at all.
@@ -589,7 +616,7 @@ def _key_named_value(m: re.Match[str], text: str) -> bool:
 
 
 # Words between a secret's name and "is" that make the value something else than the secret.
-_NOT_THE_SECRET = re.compile(r"(?i)\b(?:id|ids|name|names|type|format|length|prefix|hint|path|owner)\b")
+_NOT_THE_SECRET = _regex(r"(?i)\b(?:id|ids|name|names|type|format|length|prefix|hint|path|owner)\b")
 
 
 def _secret_in_prose(m: re.Match[str], text: str) -> bool:
@@ -614,7 +641,7 @@ def _user_slash_password(m: re.Match[str], text: str) -> bool:
 
 
 # Names before a colon that make "name:value" a digest or an address, not a user and password.
-_NOT_A_USER = re.compile(r"(?i)(?:sha\d*|md5|h\d|blake2?b?|crc32|base64|[a-z][a-z0-9+.-]*(?:url|uri|href|src)|[a-z])")
+_NOT_A_USER = _regex(r"(?i)(?:sha\d*|md5|h\d|blake2?b?|crc32|base64|[a-z][a-z0-9+.-]*(?:url|uri|href|src)|[a-z])")
 
 
 def _colon_file_password(m: re.Match[str], _: str) -> bool:
@@ -666,7 +693,7 @@ def _signed_url(m: re.Match[str], text: str) -> bool:
 # locates "pwd" and "auth" every "authorization": passes the other rules already make.
 _CONTEXT_WORDS = ("key", "token", "secret", "pass", "pw", "auth", "credential")
 # A name containing one of these says the value is public, an id, or no credential at all.
-_NOT_SECRET_NAME = re.compile(
+_NOT_SECRET_NAME = _regex(
     r"pub|anon|link_?token|client_?id|site_?key|key_?id|idempotency|author(?!i[sz])|hash|sha\d|checksum|digest"
     r"|etag|integrity|fingerprint|cache|partition|sort_?key|primary|foreign|lookup|object_?key|search"
     r"|bypass|passeng|passport|passthr|passiv|compass|passage|monkey|turkey|hockey|keyboard|keyword"
@@ -681,7 +708,7 @@ _NOT_SECRET_LAST_PART = frozenset(
         *("policy", "mode", "usage", "limit", "scope", "scopes", "enc"),
     )
 )
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID = _regex(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _NAME_CHARS = string.ascii_letters + string.digits + "_.-"
 
 
@@ -781,7 +808,7 @@ def _encoded_json_secret(m: re.Match[str], text: str) -> bool:
 
 
 # A constructor's name that says its argument is public or no credential.
-_NOT_SECRET_CLASS = re.compile(r"(?i)pub|hash|digest|uuid|id$|address|path|url|uri|decimal|sha|color|version|date")
+_NOT_SECRET_CLASS = _regex(r"(?i)pub|hash|digest|uuid|id$|address|path|url|uri|decimal|sha|color|version|date")
 
 
 def _constructor_key(m: re.Match[str], text: str) -> bool:
@@ -905,8 +932,8 @@ def _url_query_secret(m: re.Match[str], text: str) -> bool:
     return hexed or (_random_value(value) and len(set(value)) >= 12)
 
 
-_SESSION_COOKIE = re.compile(r"(?i)sess|sid$|^sid|auth|token|remember|jwt|login|identity")
-_NOT_SESSION_COOKIE = re.compile(r"(?i)csrf|xsrf|lang|theme|consent|locale|tz|timezone|_ga|_gid|utm|pref")
+_SESSION_COOKIE = _regex(r"(?i)sess|sid$|^sid|auth|token|remember|jwt|login|identity")
+_NOT_SESSION_COOKIE = _regex(r"(?i)csrf|xsrf|lang|theme|consent|locale|tz|timezone|_ga|_gid|utm|pref")
 
 
 def _session_cookie(m: re.Match[str], _: str) -> bool:
@@ -938,7 +965,7 @@ def _token_userinfo(m: re.Match[str], _: str) -> bool:
     return bool(_UUID.fullmatch(value)) or _random_value(value)
 
 
-_RECOVERY_CODE = re.compile(
+_RECOVERY_CODE = _regex(
     r"[ \t]*(?:[-*]|\d{1,2}[.)])?[ \t]*`?(?:[0-9a-z]{4,10}-[0-9a-z]{4,10}|[0-9A-Za-z]{8,16})`?[ \t]*"
 )
 
@@ -996,13 +1023,13 @@ def _bundler_credential(m: re.Match[str], _: str) -> bool:
 # Markers of a browser SDK's configuration: a key inside one is public by design (Firebase's web
 # apiKey, Datadog RUM's clientToken, New Relic's browser licenseKey, Bugsnag's notifier key,
 # Braintree's tokenization key, Paddle's client-side token, a VAPID applicationServerKey).
-_BROWSER_CONFIG = re.compile(
+_BROWSER_CONFIG = _regex(
     r"firebaseConfig|authDomain|firebase\.initializeApp|NREUM|datadogRum|DD_RUM|Bugsnag\.start\("
     r"|Paddle\.(?:Initialize|Setup)\(|braintree\.(?:dropin|client)\.create\(|applicationServerKey|pushManager\."
 )
 # Values public by their published shape: Datadog client tokens (pub + 32 hex), New Relic browser
 # keys (NRJS-), Braintree tokenization keys (environment_<8>_<16>).
-_PUBLIC_VALUE = re.compile(r"pub[0-9a-f]{32}|NRJS-[0-9a-f]{19}|(?:production|sandbox)_[a-z0-9]{8}_[a-z0-9]{16}")
+_PUBLIC_VALUE = _regex(r"pub[0-9a-f]{32}|NRJS-[0-9a-f]{19}|(?:production|sandbox)_[a-z0-9]{8}_[a-z0-9]{16}")
 
 
 def _public_by_design(m: re.Match[str], text: str) -> bool:
@@ -1054,65 +1081,65 @@ _COLON_VALUE_STARTS = string.ascii_letters + string.digits + "*!#&+=?@^"
 _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a private key block",
-        re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
+        _regex(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
         _starts("-----BEGIN "),
         _key_material_follows,
     ),
-    _Rule("a private key block", re.compile(r"PuTTY-User-Key-File-\d+:"), _starts("PuTTY-User-Key-File-")),
+    _Rule("a private key block", _regex(r"PuTTY-User-Key-File-\d+:"), _starts("PuTTY-User-Key-File-")),
     _prefixed("an AWS access key id", ("AKIA", "ASIA", "ABIA", "ACCA"), r"[A-Z0-9]{16}\b"),
     _Rule(
         "an AWS secret access key",
-        re.compile(
+        _regex(
             r"(?i)(?:aws.?secret.?(?:access.?)?key|secret.?access.?key)[\"']?\s*[:=]"
             r"\s*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
         _starts_folded("aws", "secret"),
         _mixed_body,
     ),
-    _Rule("an Anthropic API key", re.compile(r"\b(?P<s>sk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_-]{32,})"), _starts("sk-")),
-    _Rule("an OpenAI API key", re.compile(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})"), _starts("sk-")),
-    _Rule("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _starts("sk-"), _has_digit),
+    _Rule("an Anthropic API key", _regex(r"\b(?P<s>sk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_-]{32,})"), _starts("sk-")),
+    _Rule("an OpenAI API key", _regex(r"\b(?P<s>sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,})"), _starts("sk-")),
+    _Rule("an OpenAI API key", _regex(r"\bsk-(?!ant-)(?P<s>[A-Za-z0-9]{32,})\b"), _starts("sk-"), _has_digit),
     _prefixed("a GitHub token", (f"gh{c}_" for c in "pousr"), r"[A-Za-z0-9]{36,255}\b"),
     _Rule(
         "a GitHub personal access token",
-        re.compile(r"\b(?P<s>github_pat_[A-Za-z0-9_]{36,})"),
+        _regex(r"\b(?P<s>github_pat_[A-Za-z0-9_]{36,})"),
         _starts("github_pat_"),
     ),
-    _Rule("a GitLab personal access token", re.compile(r"\b(?P<s>glpat-[A-Za-z0-9_-]{20,})"), _starts("glpat-")),
+    _Rule("a GitLab personal access token", _regex(r"\b(?P<s>glpat-[A-Za-z0-9_-]{20,})"), _starts("glpat-")),
     _Rule(
         "a Slack token",
-        re.compile(r"\bxox[abposre]-(?P<s>[A-Za-z0-9-]{20,})"),
+        _regex(r"\bxox[abposre]-(?P<s>[A-Za-z0-9-]{20,})"),
         _starts(*(f"xox{c}-" for c in "abposre")),
         _has_digit,
     ),
     _Rule(
         "a Slack webhook URL",
-        re.compile(
+        _regex(
             r"https://hooks\.slack\.com/(?:services|workflows|triggers)/"
             r"[A-Za-z0-9_-]+/[A-Za-z0-9_-]+/(?P<s>[A-Za-z0-9_-]{16,})"
         ),
         _starts("https://hooks.slack.com/"),
     ),
-    _Rule("a Google API key", re.compile(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})(?![0-9A-Za-z_-])"), _starts("AIza")),
-    _Rule("a Google OAuth client secret", re.compile(r"\b(?P<s>GOCSPX-[A-Za-z0-9_-]{28})"), _starts("GOCSPX-")),
+    _Rule("a Google API key", _regex(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})(?![0-9A-Za-z_-])"), _starts("AIza")),
+    _Rule("a Google OAuth client secret", _regex(r"\b(?P<s>GOCSPX-[A-Za-z0-9_-]{28})"), _starts("GOCSPX-")),
     _prefixed("a Stripe live secret key", ("sk_live_", "rk_live_"), "[0-9A-Za-z]{20,}"),
-    _Rule("an npm access token", re.compile(r"\b(?P<s>npm_[A-Za-z0-9]{36})\b"), _starts("npm_")),
+    _Rule("an npm access token", _regex(r"\b(?P<s>npm_[A-Za-z0-9]{36})\b"), _starts("npm_")),
     _Rule(
         "a PyPI API token",
-        re.compile(r"\b(?P<s>pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})"),
+        _regex(r"\b(?P<s>pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,})"),
         _starts("pypi-AgEIcHlwaS5vcmc"),
     ),
-    _Rule("a Hugging Face token", re.compile(r"\bhf_(?P<s>[A-Za-z0-9]{34})\b"), _starts("hf_"), _mixed_body),
+    _Rule("a Hugging Face token", _regex(r"\bhf_(?P<s>[A-Za-z0-9]{34})\b"), _starts("hf_"), _mixed_body),
     _Rule(
         "a SendGrid API key",
-        re.compile(r"\b(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
+        _regex(r"\b(?P<s>SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"),
         _starts("SG."),
     ),
     _prefixed("a DigitalOcean token", (f"do{c}_v1_" for c in "opr"), r"[a-f0-9]{64}\b"),
     _prefixed("a Shopify access token", (f"shp{k}_" for k in ("at", "ca", "pa", "ss")), r"[a-fA-F0-9]{32}\b"),
     _Rule(
         "a JSON Web Token",
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9_-])(?P<s>eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\."
             r"[A-Za-z0-9_-]{10,})"
         ),
@@ -1121,7 +1148,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a bearer token in an Authorization header",
-        re.compile(
+        _regex(
             # (Or a directive's space and a quote: nginx's proxy_set_header Authorization "Basic ...".)
             r"(?i)\bauthorization[\"']?(?:\s*[:=]\s*|[ \t]+(?=[\"']))[\"']?(?P<scheme>[a-z][a-z0-9_-]{1,24})\s+"
             r"(?P<s>[A-Za-z0-9._~+/=:-]{20,})"
@@ -1131,7 +1158,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a password inside a URL",
-        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://(?P<u>[^\s:/@\"'<>]*):(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
+        _regex(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,30}://(?P<u>[^\s:/@\"'<>]*):(?P<s>[^\s/@\"'<>]+)@[^\s/@]"),
         # The scheme has no literal; the match starts where the run of scheme
         # characters before "://" starts (the look-behind forbids an earlier
         # start, and ':' cannot be part of a scheme, so this "://" is the first).
@@ -1140,7 +1167,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "an Azure storage or service bus key",
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9])(?i:accountkey|sharedaccesskey)[ \t]*=[ \t]*"
             r"(?P<s>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])"
         ),
@@ -1149,7 +1176,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a Twilio auth token",
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9])(?i:twilio)[A-Za-z0-9_.-]{0,30}?(?i:auth|token|secret)[A-Za-z0-9_]{0,20}"
             r"[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[0-9a-fA-F]{32})(?![0-9A-Za-z])"
         ),
@@ -1159,7 +1186,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a Telegram bot token",
         # Alone, or in a Bot API URL (https://api.telegram.org/bot<token>/getMe).
-        re.compile(r"(?:(?<=/bot)|(?<![0-9A-Za-z_-]))(?P<s>[0-9]{8,10}:AA[0-9A-Za-z_-]{32,33})(?![0-9A-Za-z_-])"),
+        _regex(r"(?:(?<=/bot)|(?<![0-9A-Za-z_-]))(?P<s>[0-9]{8,10}:AA[0-9A-Za-z_-]{32,33})(?![0-9A-Za-z_-])"),
         # The match starts where the run of digits before ":AA" starts.
         (_Anchor(":AA", back_over=string.digits, back_max=10),),
     ),
@@ -1167,7 +1194,7 @@ _RULES: tuple[_Rule, ...] = (
         "a Discord bot token",
         # The first segment is a snowflake id (17-20 digits, not starting with 0) in base64,
         # so it starts with one of the nine pairs that two ASCII digits 1-9 and 0-9 encode to.
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9_-])(?P<s>(?:M[Tjz]|N[DTjz]|O[DT])[A-Za-z0-9_-]{21,25}\.[A-Za-z0-9_-]{6}\."
             r"[A-Za-z0-9_-]{27,40})(?![A-Za-z0-9_-])"
         ),
@@ -1185,7 +1212,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a Slack app-level token",
-        re.compile(r"\b(?P<s>xapp-\d-[A-Z0-9]{8,}-\d{8,}-[a-f0-9]{32,})"),
+        _regex(r"\b(?P<s>xapp-\d-[A-Z0-9]{8,}-\d{8,}-[a-f0-9]{32,})"),
         _starts("xapp-"),
     ),
     _prefixed("a Stripe webhook secret", ("whsec_",), r"[A-Za-z0-9+/]{24,}", _has_digit),
@@ -1193,7 +1220,7 @@ _RULES: tuple[_Rule, ...] = (
     _prefixed("a Mailgun API key", ("key-",), r"[0-9a-f]{32}\b", _hex_mixed),
     _Rule(
         "a Discord webhook URL",
-        re.compile(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{15,22}/(?P<s>[A-Za-z0-9_-]{50,})"),
+        _regex(r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d{15,22}/(?P<s>[A-Za-z0-9_-]{50,})"),
         _starts("https://discord", "https://ptb.discord", "https://canary.discord"),
     ),
     _prefixed("an Atlassian API token", ("ATATT3", "ATCTT3"), r"[A-Za-z0-9_=-]{150,}"),
@@ -1201,39 +1228,39 @@ _RULES: tuple[_Rule, ...] = (
     _prefixed("a HashiCorp Vault token", ("hvs.", "hvb."), r"[A-Za-z0-9_-]{90,}", _mixed_body),
     _Rule(
         "a Terraform Cloud token",
-        re.compile(r"(?<![A-Za-z0-9])(?P<s>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})"),
+        _regex(r"(?<![A-Za-z0-9])(?P<s>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,})"),
         # The match starts where the run of 14 letters and digits before ".atlasv1." starts.
         (_Anchor(".atlasv1.", back_over=string.ascii_letters + string.digits, back_max=14),),
     ),
     _Rule(
         "an age secret key",
-        re.compile(r"\b(?P<s>AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})\b"),
+        _regex(r"\b(?P<s>AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})\b"),
         _starts("AGE-SECRET-KEY-1"),
     ),
     _Rule(
         "a Django secret key",
-        re.compile(r"\bdjango-insecure-(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{40,60})(?![a-z0-9!@#$%^&*(\-_=+)])"),
+        _regex(r"\bdjango-insecure-(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{40,60})(?![a-z0-9!@#$%^&*(\-_=+)])"),
         _starts("django-insecure-"),
         _django_key,
     ),
     _Rule(
         "a Django secret key",
         # startproject's alphabet, 50 characters, quoted: prose does not look like this.
-        re.compile(r"(?i:secret_key)[\"']?[ \t]*[:=][ \t]*([\"'])(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})\1"),
+        _regex(r"(?i:secret_key)[\"']?[ \t]*[:=][ \t]*([\"'])(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})\1"),
         _starts_folded("secret_key"),
         _django_key,
     ),
     _Rule(
         "a Django secret key",
         # The same key unquoted, alone on its line (a .env file): 50 characters of any case.
-        re.compile(r"(?im)\bsecret_key[ \t]*=[ \t]*(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})[ \t\r]*$"),
+        _regex(r"(?im)\bsecret_key[ \t]*=[ \t]*(?P<s>[a-z0-9!@#$%^&*(\-_=+)]{50})[ \t\r]*$"),
         _starts_folded("secret_key"),
         _django_key,
     ),
     _Rule(
         "a password on a command line",
         # mysql -p'pw' / -ppw (the password glued to -p; "-p" alone prompts for it).
-        re.compile(
+        _regex(
             r"\bmysql(?:dump|admin)?(?:[ \t][^\n]{0,80}?)?[ \t]-p"
             r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-][^\s'\"]{1,200})"
         ),
@@ -1243,7 +1270,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # curl -u user:pw, curl --user 'user:pw' (a user alone makes curl prompt for the password).
-        re.compile(
+        _regex(
             r"\bcurl(?:[ \t][^\n]{0,200}?)?[ \t](?:-u|--user)[ \t]*=?[ \t]*[\"']?[^\s:'\"$]{1,100}:[\"']?"
             r"(?P<s>[^\s'\"]{1,200})"
         ),
@@ -1252,13 +1279,13 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a password on a command line",
-        re.compile(r"\bsshpass[ \t]{1,10}-p[ \t]{0,10}(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|\S{1,200})"),
+        _regex(r"\bsshpass[ \t]{1,10}-p[ \t]{0,10}(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|\S{1,200})"),
         _starts("sshpass"),
         _real_command_password,
     ),
     _Rule(
         "a password on a command line",
-        re.compile(
+        _regex(
             r"(?<![\w-])--(?:[a-z0-9]+-)*(?:password|passwd|token|api-key|apikey|apiKey|secret|access-key|accessKey)"
             r"(?:=|[ \t]{1,10})(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
@@ -1268,32 +1295,32 @@ _RULES: tuple[_Rule, ...] = (
     # Signed URLs: the signature is the credential (anyone holding the URL has the access).
     _Rule(
         "a signed URL (Azure SAS)",
-        re.compile(r"(?<=[?&])sig=(?P<s>[A-Za-z0-9%+/]{40,120}(?:%3[Dd]|=){0,2})(?![A-Za-z0-9%+/=])"),
+        _regex(r"(?<=[?&])sig=(?P<s>[A-Za-z0-9%+/]{40,120}(?:%3[Dd]|=){0,2})(?![A-Za-z0-9%+/=])"),
         _starts("sig="),
         _signed_url,
     ),
     _Rule(
         "a signed URL (AWS or Google Cloud)",
-        re.compile(r"(?i:X-(?:Amz|Goog)-Signature)=(?P<s>[0-9a-f]{64,1024})(?![0-9a-zA-Z])"),
+        _regex(r"(?i:X-(?:Amz|Goog)-Signature)=(?P<s>[0-9a-f]{64,1024})(?![0-9a-zA-Z])"),
         _starts_folded("x-amz-signature=", "x-goog-signature="),
         _hex_mixed,
     ),
     _Rule(
         "a signed URL (AWS or Google Cloud)",
-        re.compile(r"(?i:X-Amz-Security-Token)=(?P<s>[A-Za-z0-9%+/]{100,})"),
+        _regex(r"(?i:X-Amz-Security-Token)=(?P<s>[A-Za-z0-9%+/]{100,})"),
         _starts_folded("x-amz-security-token="),
         _mixed_body,
     ),
     _Rule(
         "an Azure AD client secret",
         # Entra ID (Azure AD) client secrets: three characters, a digit, "Q~", then 31 to 34 more.
-        re.compile(r"(?<![A-Za-z0-9_~.-])(?P<s>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
+        _regex(r"(?<![A-Za-z0-9_~.-])(?P<s>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![A-Za-z0-9_~.-])"),
         (_Anchor("Q~", back_over=string.ascii_letters + string.digits + "_~.-", back_max=4),),
         _mixed_body,
     ),
     _Rule(
         "an X (Twitter) bearer token",
-        re.compile(r"(?<![A-Za-z0-9%+/])(?P<s>A{20,24}[A-Za-z0-9%]{60,160})(?![A-Za-z0-9%+/=])"),
+        _regex(r"(?<![A-Za-z0-9%+/])(?P<s>A{20,24}[A-Za-z0-9%]{60,160})(?![A-Za-z0-9%+/=])"),
         _starts("A" * 20),
         _mixed_body,
     ),
@@ -1302,13 +1329,13 @@ _RULES: tuple[_Rule, ...] = (
     _prefixed("a Square OAuth token", ("sq0",), r"(?:atp|csp)-[A-Za-z0-9_-]{22,60}(?![A-Za-z0-9_-])"),
     _Rule(
         "a Braintree or PayPal access token",
-        re.compile(r"\b(?P<s>access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32})"),
+        _regex(r"\b(?P<s>access_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32})"),
         _starts("access_token$"),
     ),
     _prefixed("an Adyen API key", ("AQE",), r"[A-Za-z0-9+/=._-]{80,}", _mixed_body),
     _Rule(
         "a Mailchimp API key",
-        re.compile(r"(?<![A-Za-z0-9])(?P<s>[0-9a-f]{32}-us\d{1,2})(?![A-Za-z0-9])"),
+        _regex(r"(?<![A-Za-z0-9])(?P<s>[0-9a-f]{32}-us\d{1,2})(?![A-Za-z0-9])"),
         (_Anchor("-us", back_over="0123456789abcdef", back_max=32),),
         _hex_mixed,
     ),
@@ -1321,20 +1348,20 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a HashiCorp Vault token",
         # The service tokens before Vault 1.10: "s." and 24 letters and digits.
-        re.compile(r"\b(?P<s>s\.[A-Za-z0-9]{24})(?![A-Za-z0-9_.-])"),
+        _regex(r"\b(?P<s>s\.[A-Za-z0-9]{24})(?![A-Za-z0-9_.-])"),
         _starts("s."),
         _mixed_body,
     ),
     _Rule(
         "a Doppler token",
-        re.compile(r"\b(?P<s>dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44})\b"),
+        _regex(r"\b(?P<s>dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44})\b"),
         _starts("dp."),
         _mixed_body,
     ),
     _prefixed("a 1Password service account token", ("ops_eyJ",), r"[A-Za-z0-9_-]{50,}"),
     _Rule(
         "an Infisical token",
-        re.compile(
+        _regex(
             r"\b(?P<s>st\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.[0-9a-f]{32}\.[0-9a-f]{32})\b"
         ),
         _starts("st."),
@@ -1342,14 +1369,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a private key block",
         # base64 of a PEM block (kubeconfig client-key-data, a Kubernetes Secret's data).
-        re.compile(r"(?<![A-Za-z0-9+/])(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{60,}={0,2})"),
+        _regex(r"(?<![A-Za-z0-9+/])(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{60,}={0,2})"),
         _starts("LS0tLS1CRUdJTi"),
         _pem_private_key_in_base64,
     ),
     _Rule(
         "a container registry password",
         # ~/.docker/config.json: "auth" is base64 of "user:password".
-        re.compile(r"\"auth\"[ \t]*:[ \t]*\"(?P<s>[A-Za-z0-9+/]{8,400}={0,2})\""),
+        _regex(r"\"auth\"[ \t]*:[ \t]*\"(?P<s>[A-Za-z0-9+/]{8,400}={0,2})\""),
         _starts('"auth"'),
         _docker_auth,
     ),
@@ -1365,7 +1392,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a PKCS#12 bundle",
         # Base64 of a PFX: SEQUENCE, INTEGER 3, then the pkcs7-data content (what `base64 x.p12` prints).
-        re.compile(r"\bMII[A-Za-z0-9+/]{3}IBAzCC[A-Za-z0-9+/]{4}CSqGSIb3DQEHAaCC[A-Za-z0-9+/]{60,}"),
+        _regex(r"\bMII[A-Za-z0-9+/]{3}IBAzCC[A-Za-z0-9+/]{4}CSqGSIb3DQEHAaCC[A-Za-z0-9+/]{60,}"),
         _starts("MII"),
     ),
     _prefixed("a SonarQube token", ("sqp_", "squ_", "sqa_"), r"[0-9a-f]{40}\b", _has_digit),
@@ -1373,21 +1400,21 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a Twitter access token",
         # <user id>-<40 letters and digits> (OAuth 1.0a), as tweepy and twurl take it.
-        re.compile(r"(?<![\w-])(?P<s>[0-9]{15,25}-[A-Za-z0-9]{20,40})(?![\w-])"),
+        _regex(r"(?<![\w-])(?P<s>[0-9]{15,25}-[A-Za-z0-9]{20,40})(?![\w-])"),
         (_Anchor("-", back_over=string.digits, back_max=25),),
         _mixed_body,
     ),
     _Rule(
         "a Facebook app access token",
         # <app id>|<app secret>: the app's own token, as Graph API URLs and SDK calls carry it.
-        re.compile(r"(?<![\w|])(?P<s>[0-9]{13,17}\|[0-9a-f]{32})(?![\w|])"),
+        _regex(r"(?<![\w|])(?P<s>[0-9]{13,17}\|[0-9a-f]{32})(?![\w|])"),
         (_Anchor("|", back_over=string.digits, back_max=17),),
         _hex_mixed,
     ),
     _prefixed("a Flutterwave secret key", ("FLWSECK",), r"(?:_TEST)?-?[a-fA-F0-9]{12,32}(?:-X)?\b", _has_digit),
     _Rule(
         "a Fly deploy token",
-        re.compile(r"\b(?P<s>(?:FlyV1[ \t]+)?fm[12][a-z]?_[A-Za-z0-9+/=,_-]{40,})"),
+        _regex(r"\b(?P<s>(?:FlyV1[ \t]+)?fm[12][a-z]?_[A-Za-z0-9+/=,_-]{40,})"),
         _starts("FlyV1", "fm1", "fm2"),
         _mixed_body,
     ),
@@ -1395,7 +1422,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password in a Bundler config",
         # bundle config [set] [--global|--local] gems.example.com user:password
-        re.compile(
+        _regex(
             r"\bbundle[ \t]+config[ \t]+(?:set[ \t]+)?(?:--(?:global|local)[ \t]+)?"
             r"[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}[ \t]+[^\s:]{1,64}:(?P<s>\S{6,200})"
         ),
@@ -1405,14 +1432,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password in a Bundler config",
         # BUNDLE_GEMS__EXAMPLE__COM=user:password (the same setting in the environment).
-        re.compile(r"\bBUNDLE_[A-Z0-9_]{1,80}__[A-Z]{2,10}[ \t]*=[ \t]*[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{6,200})"),
+        _regex(r"\bBUNDLE_[A-Z0-9_]{1,80}__[A-Z]{2,10}[ \t]*=[ \t]*[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{6,200})"),
         _starts("BUNDLE_"),
         _real_command_password,
     ),
     _Rule(
         "a password, secret or token assigned in plain text",
         # A C or C++ #define of a secret's name to a string literal (#define IO_KEY "...").
-        re.compile(
+        _regex(
             r"#[ \t]*define[ \t]+(?P<n>[A-Za-z0-9_]{0,40}(?:KEY|TOKEN|SECRET|PASS(?:WORD)?|PWD|AUTH)[A-Za-z0-9_]{0,40})"
             r"[ \t]+\"(?P<s>[^\"\n]{8,200})\""
         ),
@@ -1425,7 +1452,7 @@ _RULES: tuple[_Rule, ...] = (
         # docker login -p X (and podman, nerdctl, buildah, helm registry).
         # From "login" on (one anchor, not one per program); _registry_login checks the program.
         # The anchor is folded: the pass that finds it also serves "login: user / password".
-        re.compile(
+        _regex(
             r"(?<=[ \t])login\b[^\n]{0,200}?[ \t]-p[ \t]*=?[ \t]*"
             rf"(?P<s>'[^'\s]{{1,200}}'|\"[^\"\s]{{1,200}}\"|[^\s'\"-]\S{{0,200}}|{_DASHED_VALUE})"
         ),
@@ -1436,7 +1463,7 @@ _RULES: tuple[_Rule, ...] = (
     _prefixed("a JFrog Artifactory API key", ("AKCp",), r"[A-Za-z0-9]{60,}\b", _mixed_body),
     _Rule(
         "a Microsoft Teams webhook URL",
-        re.compile(
+        _regex(
             r"webhook\.office\.com/webhookb2/[0-9a-f-]{36}@[0-9a-f-]{36}/IncomingWebhook/"
             r"(?P<s>[0-9a-f]{32})/[0-9a-f-]{36}"
         ),
@@ -1445,7 +1472,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a Honeycomb API key",
         # OTEL_EXPORTER_OTLP_HEADERS="x-honeycomb-team=<key>": the header named as a team carries the key.
-        re.compile(r"(?i:x-honeycomb-team)[\"']?[ \t]*[=:][ \t]*[\"']?(?P<s>[A-Za-z0-9]{22,64})(?![A-Za-z0-9])"),
+        _regex(r"(?i:x-honeycomb-team)[\"']?[ \t]*[=:][ \t]*[\"']?(?P<s>[A-Za-z0-9]{22,64})(?![A-Za-z0-9])"),
         _starts_folded("x-honeycomb-team"),
         _mixed_body,
     ),
@@ -1453,7 +1480,7 @@ _RULES: tuple[_Rule, ...] = (
         "an API key passed to a client",
         # A client factory given (application or account id, key): algoliasearch('APPID', '<key>'),
         # require('twilio')('AC...', '<auth token>').
-        re.compile(
+        _regex(
             r"(?i:algoliasearch|twilio)[\"']?\)?\([ \t]*([\"'])[A-Za-z0-9]{8,40}\1[ \t]*,[ \t]*([\"'])"
             r"(?P<s>[A-Za-z0-9]{32,64})\2"
         ),
@@ -1464,7 +1491,7 @@ _RULES: tuple[_Rule, ...] = (
         "an API key passed to a client",
         # A function or class named for a key given it as a string: AzureKeyCredential("<key>"),
         # Auth.api_key("<key>"). (The anchors are the context rule's: no pass of their own.)
-        re.compile(
+        _regex(
             r"(?P<n>(?i:key|token|credential)[A-Za-z0-9_]{0,20})\([ \t]*([\"'])(?P<s>[A-Za-z0-9+/=_.~-]{20,400})\2"
         ),
         _starts_folded("key", "token", "credential"),
@@ -1473,14 +1500,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "an API key in an HTTP header",
         # curl -H 'X-JFrog-Art-Api: <key>': an X- header naming an API (key/token/auth ones: the context rule).
-        re.compile(r"-H[ \t]*[\"']?(?i:x-[a-z0-9-]*api[a-z0-9-]*)[ \t]*:[ \t]*(?P<s>[A-Za-z0-9+/=_.~-]{20,400})"),
+        _regex(r"-H[ \t]*[\"']?(?i:x-[a-z0-9-]*api[a-z0-9-]*)[ \t]*:[ \t]*(?P<s>[A-Za-z0-9+/=_.~-]{20,400})"),
         _starts("-H"),
         _key_like,
     ),
     _Rule(
         "a password on a command line",
         # curl -u <api key>: (Freshdesk, Stripe, Mailgun style: the key is the user, the password X or empty).
-        re.compile(
+        _regex(
             r"\bcurl(?:[ \t][^\n]{0,200}?)?[ \t](?:-u|--user)[ \t]*=?[ \t]*[\"']?"
             r"(?P<s>[A-Za-z0-9_-]{16,100}):(?:[Xx]?)(?=[\s\"'])"
         ),
@@ -1490,7 +1517,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # redis-cli -a <password> (and --pass).
-        re.compile(
+        _regex(
             r"\bredis-cli\b[^\n]{0,200}?[ \t](?:-a|--pass)[ \t]+"
             rf"(?P<s>'[^'\s]{{1,200}}'|\"[^\"\s]{{1,200}}\"|[^\s'\"-]\S{{0,200}}|{_DASHED_VALUE})"
         ),
@@ -1500,7 +1527,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # net use Z: \\host\share /user:DOMAIN\user <password> ("*" makes it prompt).
-        re.compile(r"(?i:net[ \t]+use)\b[^\n]{0,200}?[ \t]/(?i:user|u):\S{1,100}[ \t]+(?P<s>[^\s/*]\S{0,200})"),
+        _regex(r"(?i:net[ \t]+use)\b[^\n]{0,200}?[ \t]/(?i:user|u):\S{1,100}[ \t]+(?P<s>[^\s/*]\S{0,200})"),
         _starts_folded("net use"),
         _real_command_password,
     ),
@@ -1508,7 +1535,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password inside a URL",
         # Go's MySQL DSN: user:password@tcp(host:port)/db, with no scheme. Starts where the run of
         # user and password characters before "@tcp(" starts.
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9_.!#%^&*+=?~:-])(?P<u>[A-Za-z0-9_.-]{1,64}):"
             r"(?P<s>[A-Za-z0-9_.!#%^&*+=?~-]{1,150})@(?:tcp|unix)\("
         ),
@@ -1528,7 +1555,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "an API key passed to a client",
         # An SDK client given its key as a string literal: cohere.Client('...'), Client(sid, '...').
-        re.compile(
+        _regex(
             r"Client(?:V\d)?(?:\.new|::new)?\([ \t]*(?:[^()\n]{0,120}?,[ \t]*)?(?:api_key[ \t]*=[ \t]*)?"
             r"([\"'])(?P<s>[A-Za-z0-9_.-]{24,200})\1"
         ),
@@ -1550,21 +1577,21 @@ _RULES: tuple[_Rule, ...] = (
     _prefixed("a service access token", ("NRAK", "PMAK", "CFPAT"), r"-[A-Za-z0-9_-]{20,}", _has_digit),
     _Rule(
         "a Firebase Cloud Messaging server key",
-        re.compile(r"(?<![A-Za-z0-9_-])(?P<s>[A-Za-z0-9_-]{7,11}:APA91b[A-Za-z0-9_-]{100,})"),
+        _regex(r"(?<![A-Za-z0-9_-])(?P<s>[A-Za-z0-9_-]{7,11}:APA91b[A-Za-z0-9_-]{100,})"),
         (_Anchor(":APA91b", back_over=string.ascii_letters + string.digits + "_-", back_max=11),),
         _mixed_body,
     ),
     _prefixed("a Mapbox secret token", ("sk.eyJ",), r"[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,}"),
     _Rule(
         "a password in a netrc file",
-        re.compile(r"\bmachine[ \t]+\S+\s+(?:login[ \t]+\S+\s+)?password[ \t]+(?P<s>\S{1,200})"),
+        _regex(r"\bmachine[ \t]+\S+\s+(?:login[ \t]+\S+\s+)?password[ \t]+(?P<s>\S{1,200})"),
         _starts("machine"),
         _real_command_password,
     ),
     _Rule(
         "a password, secret or token assigned in plain text",
         # A name ending in "key" given a long random base64 value (an Azure or Fernet key, COSMOS_KEY=).
-        re.compile(r"(?i:key)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[A-Za-z0-9+/_-]{32,400}={0,2})(?![A-Za-z0-9+/=_.~-])"),
+        _regex(r"(?i:key)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[A-Za-z0-9+/_-]{32,400}={0,2})(?![A-Za-z0-9+/=_.~-])"),
         _starts_folded("key"),
         _key_named_value,
         generic=True,
@@ -1572,7 +1599,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password, secret or token assigned in plain text",
         # A secret named in a sentence, then "is" and a random key ("the secret access key for ci is <key>").
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9])(?i:secret|token|key)(?P<w>[^\n.;!?]{0,40}?)[ \t](?i:is|was)[ \t]+[\"'`]?"
             r"(?P<s>[A-Za-z0-9+/=_~-]{20,200})(?![A-Za-z0-9+/=_~-])"
         ),
@@ -1583,7 +1610,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password, secret or token assigned in plain text",
         # A key named by its power in a sentence, then the key ("use the algolia write key <key>").
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9])(?i:admin|write|secret|private|master|server|api)[ \t_-]?(?i:key)[ \t]+[\"'`]?"
             r"(?P<s>[A-Za-z0-9_-]{24,200})(?![A-Za-z0-9_-])"
         ),
@@ -1594,7 +1621,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # "login: deploy / <password>": a login's user and password written as a pair.
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9_])(?i:login|credentials)(?:[ \t]*[:=]|[ \t]+(?i:is|are))[ \t]*[^\s/:]{1,64}"
             r"[ \t]*/[ \t]*(?P<s>\S{8,100})"
         ),
@@ -1607,7 +1634,7 @@ _RULES: tuple[_Rule, ...] = (
         # A credentials file's line alone: ~/.pgpass (host:port:database:user:password) or a plain
         # htpasswd entry (user:password). Starts where the run of name characters before ":" starts.
         # Anchored at a ":" followed by one of _COLON_VALUE_STARTS, not at every ":".
-        re.compile(
+        _regex(
             r"(?m)(?<![^\n])(?P<u>[A-Za-z0-9._*-]{1,64}):(?:(?P<pg>(?:\d{1,5}|\*):[^\s:]{1,63}:[^\s:]{1,63}):)?"
             rf"(?P<s>[{re.escape(_COLON_VALUE_STARTS)}][^\s:]{{0,199}})[ \t\r]*$"
         ),
@@ -1625,7 +1652,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password, secret or token assigned in plain text",
         # A quoted value (.env, shell, YAML): punctuation belongs to it (DJANGO_SECRET_KEY='k$(3...').
-        re.compile(
+        _regex(
             r"(?i:passw(?:ord|d)|passphrase|secret(?:_?key)?(?:_?base)?|token|api_?key|access_?key|auth_?key"
             r"|private_?key|credentials?)"
             r"[\"']?[ \t]*(?:=>|[:=])[ \t]*([\"'])(?P<s>(?:(?!\1)\S){8,200})\1"
@@ -1637,7 +1664,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # A word for a password, then within the clause a password-shaped token (see _password_in_prose).
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9_])(?i:passwords?|passwd|passphrase|passwort|pwd?|pass)(?=[ \t:=])(?P<w>[^\n]{1,80})"
         ),
         _starts_folded("pass", "pw"),
@@ -1648,7 +1675,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password, secret or token assigned in plain text",
         # From the word the variable's name ends with (DB_PASSWORD matches from PASSWORD on): the
         # rest of the name changes nothing, and starting there keeps each attempt short.
-        re.compile(
+        _regex(
             r"(?i:passw(?:ord|d)|passphrase|secret(?:_?key)?(?:_?base)?|token|api_?key|access_?key|auth_?key"
             r"|private_?key|credentials?)"
             r"[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[^\s\"'`$<>{}()\[\]\\,;]{8,200}+)(?![^\s\"'`,;])"
@@ -1662,7 +1689,7 @@ _RULES: tuple[_Rule, ...] = (
         # The context rule: a random value (see _random_value) assigned or paired with a name that
         # holds a secret's word: KEY=, "secret": , 'app_secret' => , ["SECRET_KEY"] = , X-Auth-Key: ,
         # --token X, Key 1 (ops): X, an optional scheme word before it (Bearer, FlyV1, base64:).
-        re.compile(
+        _regex(
             r"(?i:key|token|secret|pass|pwd|auth|credential)"
             r"(?P<n>[A-Za-z0-9_.-]{0,40})(?:[ \t]{1,3}\d{1,2})?(?:[ \t]{1,3}\([^()\n]{1,30}\))?"
             r"(?:(?:\\?[\"'`\]]){0,3}[ \t]*(?:=>|[:=])[ \t]*(?:\\?[\"'`])?(?:base64:|[A-Za-z][A-Za-z0-9-]{1,24}[ \t]+)?"
@@ -1678,7 +1705,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # A Markdown table with a password, secret or token column, and a real one in a row below.
-        re.compile(
+        _regex(
             r"(?i:passwords?|passwd|passphrase|secrets?|tokens?|api[_-]?keys?)[ \t]*\|[^\n]{0,300}\n"
             r"[ \t]*\|?[ \t]*:?-{3,40}[-:| \t]{0,300}\n(?P<rows>(?:[ \t]*\|[^\n]{0,300}(?:\n|$)){1,50})"
         ),
@@ -1689,7 +1716,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # "log in to the iDRAC at 10.0.9.12 (root / <password>)": a login named, then user / password.
-        re.compile(
+        _regex(
             r"(?i:log ?in|credentials?)[^\n]{0,80}?[(:=][ \t]*[^\s/:()]{1,64}"
             r"[ \t]*/[ \t]*(?P<s>[^\s()/]{8,100})"
         ),
@@ -1700,7 +1727,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password, secret or token assigned in plain text",
         # base64 of JSON (a dockerconfigjson): decoded and scanned with these same rules.
-        re.compile(r"(?<![A-Za-z0-9+/_.-])(?P<s>eyJ[A-Za-z0-9+/_-]{16,}={0,2})(?![A-Za-z0-9+/=_.-])"),
+        _regex(r"(?<![A-Za-z0-9+/_.-])(?P<s>eyJ[A-Za-z0-9+/_-]{16,}={0,2})(?![A-Za-z0-9+/=_.-])"),
         _starts("eyJ"),
         _encoded_json_secret,
         generic=True,
@@ -1709,7 +1736,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password written in plain text",
         # A password's name, then "=", ":" or an XML element's ">", then the value alone to the end of
         # the line or the element (pass_phrase=..., password: %Ufp..., <password>...</password>).
-        re.compile(
+        _regex(
             r"(?m)(?<![A-Za-z0-9])(?i:pass(?:_?phrase|w(?:or)?d)?|pwd)(?P<n>[A-Za-z0-9_-]{0,20})"
             r"(?:[ \t]*[:=][ \t]*|>)(?P<s>[^\s\"'`<>]{8,100})(?:<|[ \t\r]*$)"
         ),
@@ -1736,7 +1763,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "a 1Password secret key",
-        re.compile(
+        _regex(
             r"\b(?P<s>A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5})\b"
         ),
         _starts("A3-"),
@@ -1744,21 +1771,21 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a service access token",
         # A LiveKit key pair (LIVEKIT_KEYS="API<12>: <43>"): the key id's fixed "API" and its secret.
-        re.compile(r"\bAPI[A-Za-z0-9]{12}:[ \t]*(?P<s>[A-Za-z0-9]{43})\b"),
+        _regex(r"\bAPI[A-Za-z0-9]{12}:[ \t]*(?P<s>[A-Za-z0-9]{43})\b"),
         _starts("API"),
         _mixed_body,
     ),
     # Webhook URLs of any service: a hook path segment, then the random id that is the credential.
     _Rule(
         "a webhook URL",
-        re.compile(r"/(?:web)?hooks?/(?P<z>catch/\d{4,12}/)?(?P<s>[A-Za-z0-9_-]{6,100})(?![A-Za-z0-9_-])"),
+        _regex(r"/(?:web)?hooks?/(?P<z>catch/\d{4,12}/)?(?P<s>[A-Za-z0-9_-]{6,100})(?![A-Za-z0-9_-])"),
         _starts("/hook/", "/hooks/", "/webhook/", "/webhooks/"),
         _webhook_id,
     ),
     _Rule(
         "a token in a URL",
         # A query parameter that carries a credential (?access_token=, ?code= of an Azure Function, ?key=).
-        re.compile(
+        _regex(
             r"(?<=[?&])(?i:access_token|api_?key|apikey|hapikey|token|code|key|auth|secret)="
             r"(?P<s>[A-Za-z0-9%_.~+/=-]{20,400}+)"
         ),
@@ -1769,27 +1796,27 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a session cookie",
         # A Cookie header (or a cookie: key) holding a session-named cookie with a long random value.
-        re.compile(r"(?i:cookie)[\"']?[ \t]*[:=][ \t]*(?P<c>[^\n]{1,2000})"),
+        _regex(r"(?i:cookie)[\"']?[ \t]*[:=][ \t]*(?P<c>[^\n]{1,2000})"),
         _starts_folded("cookie"),
         _session_cookie,
     ),
     _Rule(
         "a session cookie",
-        re.compile(r"(?<![\w-])(?:-b|--cookie)[ \t]+(?P<c>'[^'\n]{1,2000}'|\"[^\"\n]{1,2000}\"|[^\s'\"-]\S{0,2000})"),
+        _regex(r"(?<![\w-])(?:-b|--cookie)[ \t]+(?P<c>'[^'\n]{1,2000}'|\"[^\"\n]{1,2000}\"|[^\s'\"-]\S{0,2000})"),
         _starts("-b", "--cookie"),
         _session_cookie,
     ),
     _Rule(
         "a private key (JWK or VAPID)",
         # A JSON Web Key's private part ("d", with "kty" in the same object).
-        re.compile(r"\"d\"[ \t]*:[ \t]*\"(?P<s>[A-Za-z0-9_-]{32,2000})\""),
+        _regex(r"\"d\"[ \t]*:[ \t]*\"(?P<s>[A-Za-z0-9_-]{32,2000})\""),
         _starts('"d"'),
         _jwk_private,
     ),
     _Rule(
         "a private key (JWK or VAPID)",
         # web-push's setVapidDetails(subject, publicKey, privateKey): the third argument.
-        re.compile(
+        _regex(
             r"setVapidDetails\([^(),]{0,300},[^(),]{0,300},[ \t\r\n]*(?P<q>[\"'`])(?P<s>[A-Za-z0-9_-]{40,50})(?P=q)"
         ),
         _starts("setVapidDetails("),
@@ -1798,26 +1825,26 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a TOTP seed",
         # An otpauth:// URI's secret: whoever holds it generates the second factor.
-        re.compile(r"otpauth://[a-z]{4}/[^\s?]{0,300}\?(?:[^\s#&]{0,300}&){0,10}?secret=(?P<s>[A-Za-z2-7]{16,128})"),
+        _regex(r"otpauth://[a-z]{4}/[^\s?]{0,300}\?(?:[^\s#&]{0,300}&){0,10}?secret=(?P<s>[A-Za-z2-7]{16,128})"),
         _starts("otpauth://"),
     ),
     _Rule(
         "2FA recovery codes",
-        re.compile(r"(?i:recovery|backup)[ \t_-]?(?i:codes?)\b[^\n]{0,200}"),
+        _regex(r"(?i:recovery|backup)[ \t_-]?(?i:codes?)\b[^\n]{0,200}"),
         _starts_folded("recovery", "backup"),
         _recovery_codes,
     ),
     _Rule(
         "a signed URL (AWS or Google Cloud)",
         # A CloudFront signed URL: Signature= beside a Key-Pair-Id=.
-        re.compile(r"(?<=[?&])Signature=(?P<s>[A-Za-z0-9_~%+/=-]{100,2000})"),
+        _regex(r"(?<=[?&])Signature=(?P<s>[A-Za-z0-9_~%+/=-]{100,2000})"),
         _starts("Signature="),
         _cloudfront_signed,
     ),
     _Rule(
         "a password inside a URL",
         # An API transport's DSN whose user is the token (Symfony's postmark+api://<token>@default).
-        re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9.-]{0,30}\+(?:api|https?|smtps?)://(?P<s>[A-Za-z0-9_.~%-]{16,200})@"),
+        _regex(r"(?<![a-z0-9+.-])[a-z][a-z0-9.-]{0,30}\+(?:api|https?|smtps?)://(?P<s>[A-Za-z0-9_.~%-]{16,200})@"),
         (_Anchor("://", back_over=_SCHEME_CHARS, back_max=31),),
         _token_userinfo,
     ),
@@ -1825,7 +1852,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # SQL: CREATE USER ... IDENTIFIED BY 'pw' (MySQL, Oracle), ALTER ROLE ... PASSWORD 'pw'.
-        re.compile(
+        _regex(
             r"(?i:identified)[ \t]+(?i:by)[ \t]+(?:(?i:password)[ \t]*)?(?P<q>[\"'])(?P<s>[^\"'\n]{1,200})(?P=q)"
         ),
         _starts_folded("identified"),
@@ -1834,7 +1861,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password, secret or token assigned in plain text",
         # A config directive "Name value" alone on its line (requirepass, LicenseKey, logzio_token).
-        re.compile(
+        _regex(
             r"(?m)(?i:key|token|secret|pass|pwd|auth)(?P<n>[A-Za-z0-9_]{0,20})[ \t]+(?P<s>[^\s\"'`]{8,200}+)[ \t\r]*$"
         ),
         _starts_folded("key", "token", "secret", "pass", "pw", "auth"),
@@ -1844,7 +1871,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # keytool -storepass / -keypass (and -srcstorepass, -destkeypass...).
-        re.compile(
+        _regex(
             r"(?<![\w-])-(?:src|dest)?(?:store|key)pass[ \t]+"
             r"(?P<s>'[^'\s]{1,200}'|\"[^\"\s]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
@@ -1854,7 +1881,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # --passphrase / --pass: quoted values may hold spaces (a passphrase of words).
-        re.compile(
+        _regex(
             r"(?<![\w-])--pass(?:phrase)?(?:=|[ \t]{1,10})(?P<s>'[^'\n]{1,200}'|\"[^\"\n]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
         _starts("--pass"),
@@ -1863,14 +1890,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # Samba's -U user%password (smbclient, rpcclient, net rpc).
-        re.compile(r"(?<![\w-])-U[ \t]*(?P<q>['\"]?)[^\s%'\"]{1,100}%(?P<s>[^\s'\"]{1,200})(?P=q)"),
+        _regex(r"(?<![\w-])-U[ \t]*(?P<q>['\"]?)[^\s%'\"]{1,100}%(?P<s>[^\s'\"]{1,200})(?P=q)"),
         _starts("-U"),
         _real_command_password,
     ),
     _Rule(
         "a password on a command line",
         # -u user -p <password> (cqlsh, mongo, influx...); -p alone prompts.
-        re.compile(
+        _regex(
             r"(?<![\w-])-u[ \t]*(?P<q>['\"]?)(?P<u>[^\s'\"-][^\s'\"]{0,63})(?P=q)[ \t]+-p[ \t]*"
             rf"(?P<s>'[^'\s]{{1,200}}'|\"[^\"\s]{{1,200}}\"|[^\s'\"-]\S{{0,200}}|{_DASHED_VALUE})"
         ),
@@ -1880,7 +1907,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # OpenLDAP's clients: ldapsearch ... -w <bind password> (-W prompts).
-        re.compile(
+        _regex(
             r"\bldap[a-z]{2,10}\b[^\n]{0,300}?[ \t]-w[ \t]*(?P<s>'[^'\n]{1,200}'|\"[^\"\n]{1,200}\"|[^\s'\"-]\S{0,200})"
         ),
         _starts("ldap"),
@@ -1889,7 +1916,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # htpasswd -b (batch mode) takes the password as its last argument.
-        re.compile(
+        _regex(
             r"\bhtpasswd(?P<f>(?:[ \t]+-[A-Za-z]{1,6}){1,6})[ \t]+(?P<a>[^\s-]\S{0,200})[ \t]+(?P<b2>\S{1,200})"
             r"(?:[ \t]+(?P<c>\S{1,200}))?"
         ),
@@ -1899,7 +1926,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password on a command line",
         # Oracle's tools: sqlplus user/password@connect (and sqlldr, expdp, impdp, rman).
-        re.compile(
+        _regex(
             r"\b(?:sqlplus|sqlldr|expdp|impdp|rman)[ \t]+(?:-[A-Za-z]+[ \t]+){0,5}(?P<q>[\"']?)"
             r"[A-Za-z0-9_$#.]{1,64}/(?P<s>[^\s@/\"']{1,200})@"
         ),
@@ -1910,7 +1937,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password written in plain text",
         # A quoted secret's name and its quoted value as two arguments (define('DB_PASSWORD', '...'),
         # AddDefaultHeader("PLAID-SECRET", "...")) or an XML key/value pair (key="ClearTextPassword" value="...").
-        re.compile(
+        _regex(
             r"(?i:key|token|secret|pass|pwd|auth|credential|salt)(?P<n>[A-Za-z0-9_.-]{0,40})[\"']"
             r"(?:[ \t]*,[ \t]*@?|[ \t]+value[ \t]*=[ \t]*)(?P<q>[\"'])(?P<s>[^\"'\n]{6,200})(?P=q)"
         ),
@@ -1922,7 +1949,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password written in plain text",
         # A call named for a password or credential given the password as a later argument:
         # new PasswordAuthentication(user, "..."), new NetworkCredential(user, @"..."), HTTPBasicAuth(u, "...").
-        re.compile(
+        _regex(
             r"(?i:pass(?:word|wd)|credentials?|auth)(?P<n>[A-Za-z0-9_]{0,30})\([^()\n]{0,160}?,[ \t]*@?"
             r"(?P<q>[\"'])(?P<s>[^\"'\n]{6,200})(?P=q)"
         ),
@@ -1933,7 +1960,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # (user, password) given to an auth parameter: auth=("neo4j", "..."), http_auth=("u", "...").
-        re.compile(
+        _regex(
             r"(?i:auth|credentials?)[A-Za-z0-9_]{0,20}[\"']?[ \t]*[:=][ \t]*[(\[][ \t]*"
             r"(?P<q1>[\"'])[^\"'\n]{1,100}(?P=q1)"
             r"[ \t]*,[ \t]*(?P<q>[\"'])(?P<s>[^\"'\n]{6,200})(?P=q)"
@@ -1945,7 +1972,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # PHP's database constructors: new PDO(dsn, user, password), mysqli(host, user, password).
-        re.compile(
+        _regex(
             r"\b(?:PDO|mysqli_connect|mysqli)\([ \t]*(?P<q1>[\"'])[^\"'\n]{1,300}(?P=q1)[ \t]*,[ \t]*(?P<q2>[\"'])"
             r"[^\"'\n]{1,100}(?P=q2)[ \t]*,[ \t]*(?P<q>[\"'])(?P<s>[^\"'\n]{4,200})(?P=q)"
         ),
@@ -1955,7 +1982,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password, secret or token assigned in plain text",
         # A byte-string literal under a secret's name: Go's jwtKey = []byte("..."), Python's KEY = b"...".
-        re.compile(
+        _regex(
             r"(?i:key|token|secret|pass|pwd|auth|salt)(?P<n>[A-Za-z0-9_]{0,30})[ \t]*:?="
             r"[ \t]*(?:\[\]byte\(|b(?=[\"'`]))"
             r"(?P<q>[\"'`])(?P<s>[^\"'`\n]{8,200})(?P=q)"
@@ -1967,7 +1994,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # PowerShell: ConvertTo-SecureString '<pw>' -AsPlainText (or a $variable assigned the literal).
-        re.compile(
+        _regex(
             r"(?i:convertto-securestring)[ \t]+(?:'(?P<s>(?:[^'\n]|''){1,200})'|\"(?P<s2>(?:[^\"\n]|\"\"){1,200})\""
             r"|\$(?P<v>[A-Za-z_][A-Za-z0-9_]{0,60}))(?=[^\n]{0,100}?(?i:-asplaintext))"
         ),
@@ -1977,7 +2004,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # "user:password" base64-encoded for a Basic Authorization header, from a literal or a variable.
-        re.compile(
+        _regex(
             r"(?:GetBytes|b64encode|btoa)\([ \t]*(?:b?(?P<q>[\"'])(?P<s>[^\"'\n]{1,200})(?P=q)"
             r"|\$?(?P<v>[A-Za-z_][A-Za-z0-9_]{0,60})\))"
         ),
@@ -1987,14 +2014,14 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # A Wi-Fi pre-shared key: wpa_supplicant's psk="...", hostapd's wpa_passphrase=...
-        re.compile(r"(?<![A-Za-z0-9_])(?i:psk|wpa_passphrase)[ \t]*[:=][ \t]*(?P<q>[\"']?)(?P<s>[^\s\"']{8,64})(?P=q)"),
+        _regex(r"(?<![A-Za-z0-9_])(?i:psk|wpa_passphrase)[ \t]*[:=][ \t]*(?P<q>[\"']?)(?P<s>[^\s\"']{8,64})(?P=q)"),
         _starts_folded("psk", "wpa_passphrase"),
         _psk,
     ),
     _Rule(
         "a registry credential",
         # Bundler's per-host credentials: BUNDLE_<HOST__WITH__DOUBLE__UNDERSCORES>: "user:password".
-        re.compile(r"\bBUNDLE_(?:[A-Z0-9-]+__)+[A-Z0-9-]+[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[^\s\"']{8,300})"),
+        _regex(r"\bBUNDLE_(?:[A-Z0-9-]+__)+[A-Z0-9-]+[\"']?[ \t]*[:=][ \t]*[\"']?(?P<s>[^\s\"']{8,300})"),
         _starts("BUNDLE_"),
         _bundler_credential,
     ),
@@ -2002,7 +2029,7 @@ _RULES: tuple[_Rule, ...] = (
         "a password written in plain text",
         # A quoted value with spaces under a password's name (INI, YAML: password = "<words>"):
         # one of its words mixes upper case, lower case and digits, so it is no sentence.
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9])(?i:pass(?:_?phrase|w(?:or)?d)?|pwd)(?P<n>[A-Za-z0-9_-]{0,20})[ \t]*[:=][ \t]*"
             r"(?P<q>[\"'])(?P<s>[^\"'\n]{8,100})(?P=q)"
         ),
@@ -2013,7 +2040,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # Markdown: `user` / `password` (two code spans and a slash), the password password-shaped.
-        re.compile(r"`(?P<u>[^`\s/]{1,64})`[ \t]*/[ \t]*`(?P<s>[^`\s]{8,100})`"),
+        _regex(r"`(?P<u>[^`\s/]{1,64})`[ \t]*/[ \t]*`(?P<s>[^`\s]{8,100})`"),
         _starts("`"),
         _backticked_pair,
         generic=True,
@@ -2021,7 +2048,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "a password written in plain text",
         # A word for "password" in other languages, then a password-shaped token in the clause.
-        re.compile(
+        _regex(
             r"(?:(?<![A-Za-z0-9_])(?i:passwort|kennwort|contrase(?:ñ|n)as?|mot de passe|senha|wachtwoord)"
             r"|пароль|Пароль|ПАРОЛЬ|密码|密碼|パスワード|비밀번호)(?P<w>[^\n]{1,80})"
         ),
@@ -2035,7 +2062,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "an API key passed to a client",
         # A class given a random key as its string argument: dropbox.Dropbox('sl.<token>').
-        re.compile(
+        _regex(
             r"(?<![A-Za-z0-9_])(?P<c>[A-Z][A-Za-z0-9_]{0,40})\([ \t]*([\"'])(?P<s>[A-Za-z0-9_.+/=:-]{32,400})\2"
         ),
         # One pass finds both "('" and '("'; the match starts where the class name does.
@@ -2141,7 +2168,7 @@ def _group(folded: bool, literals: list[str]) -> _Group:
         alternatives.append("(?<=" + "|".join(re.escape(lit) + "()" for lit, _ in members) + ")")
         order.extend(members)
     lit0, i0 = hinged[0]
-    finder = re.compile(f"{re.escape(lit0[i0])}(?:{'|'.join(alternatives)})")
+    finder = _regex(f"{re.escape(lit0[i0])}(?:{'|'.join(alternatives)})")
     entries = tuple(
         _Literal(lit, i, tuple((o, j) for o, j in order if o != lit and _can_share_hinge(lit, i, o, j)))
         for lit, i in order
@@ -2168,8 +2195,15 @@ def _groups(rules: Iterable[_Rule]) -> dict[tuple[bool, str], _Group]:
     return out
 
 
-_GROUP_OF = _groups(_RULES)
-_GROUPS = tuple({id(group): group for group in _GROUP_OF.values()}.values())
+@cache
+def _group_of() -> dict[tuple[bool, str], _Group]:
+    """Built on the first scan, not at import: it costs ~30 ms (``_LazyRegex``'s reason)."""
+    return _groups(_RULES)
+
+
+@cache
+def _all_groups() -> tuple[_Group, ...]:
+    return tuple({id(group): group for group in _group_of().values()}.values())
 
 
 def _followed(rules: Iterable[_Rule]) -> dict[tuple[bool, str], re.Pattern[str]]:
@@ -2179,11 +2213,13 @@ def _followed(rules: Iterable[_Rule]) -> dict[tuple[bool, str], re.Pattern[str]]
         # One character: matches cannot overlap, so finditer sees every occurrence.
         assert len(anchor.literal) == 1, anchor
         after = "".join(re.escape(c) for c in anchor.followed_by)
-        out[anchor.key] = re.compile(f"{re.escape(anchor.literal)}(?=[{after}])")
+        out[anchor.key] = _regex(f"{re.escape(anchor.literal)}(?=[{after}])")
     return out
 
 
-_FOLLOWED = _followed(_RULES)
+@cache
+def _followed_finders() -> dict[tuple[bool, str], re.Pattern[str]]:
+    return _followed(_RULES)
 
 # Non-ASCII characters that (?i) matches as an ASCII letter (Unicode simple case
 # folding); each maps to one character, so replacing them keeps offsets.
@@ -2214,9 +2250,9 @@ class _Candidates:
         self._text = text
         folded = _fold(text)
         self._found: dict[tuple[bool, str], list[int]] = {}
-        for group in _GROUPS:
+        for group in _all_groups():
             self._search(group, folded if group.folded else text)
-        for key, finder in _FOLLOWED.items():
+        for key, finder in _followed_finders().items():
             self._found[key] = [m.start() for m in finder.finditer(folded if key[0] else text)]
 
     def starts(self, rule: _Rule) -> list[int]:
