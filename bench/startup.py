@@ -165,6 +165,25 @@ def prepare(home: Path) -> None:
     subprocess.run([MEMAGENT, "use", "bench"], env=env, check=True, capture_output=True)
 
 
+_NOTES = iter(range(1_000_000))
+
+
+def write_note(env: dict[str, str]) -> tuple[float, float]:
+    """A write of new content each round, so every round validates and stores."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([MEMAGENT, "fs", "write", "/knowledge/note.md"], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None
+    proc.stdin.write(f"- note {next(_NOTES)}: deploys go out on Tuesdays.\n".encode())
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"memagent fs write exited with {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def measure(rounds: int) -> tuple[list[tuple[str, str, Sample]], str]:
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="memagent-startup-") as tmp:
@@ -174,10 +193,12 @@ def measure(rounds: int) -> tuple[list[tuple[str, str, Sample]], str]:
         cases: list[tuple[str, str, Callable[[], tuple[float, float]]]] = [
             ("python -c pass", "baseline", lambda: run_to_exit([py, "-c", "pass"], env)),
             ('python -c "import sqlalchemy"', "floor", lambda: run_to_exit([py, "-c", "import sqlalchemy"], env)),
+            ("memagent --help", "fs", lambda: run_to_exit([MEMAGENT, "--help"], env)),
             ("memagent fs cat /AGENTS.md", "fs", lambda: run_to_exit([MEMAGENT, "fs", "cat", "/AGENTS.md"], env)),
             ("memagent fs ls /", "fs", lambda: run_to_exit([MEMAGENT, "fs", "ls", "/"], env)),
             ("memagent fs grep bullet", "fs", lambda: run_to_exit([MEMAGENT, "fs", "grep", "bullet"], env)),
             ("memagent fs log /AGENTS.md", "fs", lambda: run_to_exit([MEMAGENT, "fs", "log", "/AGENTS.md"], env)),
+            ("memagent fs write /knowledge/note.md (validated)", "fs", lambda: write_note(env)),
             ("memagent chat, ready for input (pipe)", "chat",
              lambda: run_to_prompt([MEMAGENT, "chat", "bench"], env, b"bench> ", tty=False)),
             ("memagent chat, ready for input (terminal)", "chat",
