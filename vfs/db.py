@@ -41,7 +41,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from functools import wraps
 from pathlib import Path
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
@@ -365,6 +365,23 @@ def reconnecting(kind: Kind, engine_of: Callable[[Any], Engine]) -> Callable[[Ca
         return call
 
     return wrap
+
+
+def retried(kind: Kind) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """The store's retry seam, on each of its methods: ``reconnecting`` over the store's
+    engine. Every method of ``Store`` carries it with the kind it is (``__retried__``,
+    which tests/test_reconnect.py checks), so a new method cannot miss its retry."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        call = reconnecting(kind, _engine_of_store)(fn)
+        call.__retried__ = kind  # type: ignore[attr-defined]
+        return call
+
+    return wrap
+
+
+def _engine_of_store(store: Any) -> Engine:
+    return cast(Engine, store.engine)
 
 
 def _proved(state: _Call) -> bool:

@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, Connection, and_, literal_column, select
 from sqlalchemy.exc import DBAPIError
 
 from memagent.vfs import search
+from memagent.vfs.db import retried
 from memagent.vfs.globbing import literal_prefix
 from memagent.vfs.models import files
 from memagent.vfs.revisions import prefix_range
@@ -39,6 +40,7 @@ class Grepping(StoreCore):
             self._search_features = detect(conn)
         return self._search_features
 
+    @retried("read")
     def grep(self, scope: str, pattern: str, *, path: str = "/", glob: str | None = None,
              output_mode: str = "files_with_matches", case_insensitive: bool = False,
              fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult:
@@ -117,6 +119,7 @@ class Grepping(StoreCore):
             )
         ).first() is not None
 
+    @retried("read")
     def _grep_plain(self, scope: str, pattern: str, *, path: str = "/", glob: str | None = None,
                     output_mode: str = "files_with_matches", case_insensitive: bool = False,
                     fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult:

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from memagent.vfs import blame as blaming
 from memagent.vfs import paths
+from memagent.vfs.db import retried
 from memagent.vfs.edits import unified_diff
 from memagent.vfs.models import revisions
 from memagent.vfs.storecore import StoreCore, origin_of
@@ -19,6 +20,7 @@ from memagent.vfs.types import BlameLine, Revision
 class History(StoreCore):
     """``history``, ``blame``, ``revision_content`` and ``diff`` of ``SqlStore``."""
 
+    @retried("read")
     def history(self, scope: str, path: str, *, shown: str | None = None) -> list[Revision]:
         path = paths.normalize_file(path)
         with self._read() as conn:
@@ -32,6 +34,7 @@ class History(StoreCore):
             for r in revs
         ]
 
+    @retried("read")
     def blame(self, scope: str, path: str, *, shown: str | None = None) -> list[BlameLine]:
         """Each line of the file's current text with the revision that last changed it."""
         path = paths.normalize_file(path)
@@ -48,6 +51,7 @@ class History(StoreCore):
             for r in reversed(revs)
         ])
 
+    @retried("read")
     def revision_content(self, scope: str, path: str, version: int, *, shown: str | None = None) -> str | None:
         path = paths.normalize_file(path)
         shown = shown or path
@@ -56,6 +60,7 @@ class History(StoreCore):
             rev = self._revision(conn, row, version, shown)
         return None if rev.deleted else rev.content
 
+    @retried("read")
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None, *,
              shown: str | None = None) -> str:
         path = paths.normalize_file(path)

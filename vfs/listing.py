@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from memagent.vfs import paths
+from memagent.vfs.db import retried
 from memagent.vfs.errors import NotFound
 from memagent.vfs.globbing import glob_matcher, literal_prefix
 from memagent.vfs.models import files
@@ -22,6 +23,7 @@ from memagent.vfs.types import Entry, FileInfo
 class Listing(StoreCore):
     """``ls``, ``glob``, ``all_files`` and ``generation`` of ``SqlStore``."""
 
+    @retried("read")
     def generation(self, *scopes: str) -> int:
         """A number that grows with every mutation in any of ``scopes`` (their sum of versions).
 
@@ -32,6 +34,7 @@ class Listing(StoreCore):
             total = conn.scalar(select(func.sum(files.c.version)).where(files.c.scope.in_(scopes)))
         return int(total or 0)
 
+    @retried("read")
     def all_files(self, scope: str) -> list[FileInfo]:
         with self._read() as conn:
             rows = conn.execute(
@@ -41,6 +44,7 @@ class Listing(StoreCore):
             ).all()
         return [FileInfo(r.path, r.size, r.version, r.updated_at) for r in rows]
 
+    @retried("read")
     def ls(self, scope: str, path: str = "/", *, mount: str = "") -> list[Entry]:
         path = paths.normalize(path)
         prefix = paths.dir_prefix(path)
@@ -61,6 +65,7 @@ class Listing(StoreCore):
         out.sort(key=lambda e: e.name)
         return out
 
+    @retried("read")
     def glob(self, scope: str, pattern: str, path: str = "/") -> list[str]:
         base = paths.normalize(path)
         if pattern.startswith("/"):

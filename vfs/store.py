@@ -43,6 +43,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from memagent.vfs import db, paths, ranking
 from memagent.vfs.backends import Database
+from memagent.vfs.db import retried
 from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.embeddings import hybrid
 from memagent.vfs.embeddings.base import Embedder, SearchMode
@@ -165,8 +166,8 @@ class SqlStore(Listing, Grepping, History, Writing):
         # The full-text indexes' pending entries, merged after writes (vfs/pending.py); the
         # same thread embeds noted files once a search has loaded the model.
         self._pending = PendingLists(engine, background=self._embed_in_background)
-        # A call whose connection the server dropped runs again on a new one (see
-        # _RECONNECTING); it needs to know whether the call sent a COMMIT.
+        # A call whose connection the server dropped runs again on a new one (each
+        # method's ``db.retried``); it needs to know whether the call sent a COMMIT.
         db.watch_commits(engine)
 
     def close(self) -> None:
@@ -183,18 +184,21 @@ class SqlStore(Listing, Grepping, History, Writing):
 
     # -- reading ------------------------------------------------------------
 
+    @retried("read")
     def exists(self, scope: str, path: str) -> bool:
         path = paths.normalize(path)
         with self._read() as conn:
             row = self._row(conn, scope, path)
             return row is not None and not row.deleted
 
+    @retried("read")
     def stat(self, scope: str, path: str, *, shown: str | None = None) -> FileInfo:
         path = paths.normalize_file(path)
         with self._read() as conn:
             row = self._live(conn, scope, path, shown or path)
         return FileInfo(path, row.size, row.version, row.updated_at)
 
+    @retried("read")
     def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None,
              shown: str | None = None) -> FileContent:
         path = paths.normalize_file(path)
@@ -220,6 +224,7 @@ class SqlStore(Listing, Grepping, History, Writing):
 
     # -- ranked search --------------------------------------------------------
 
+    @retried("read")
     def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
                ranker: ranking.Ranker | None = None,
                mode: SearchMode = "lexical") -> list[ranking.Ranked]:
@@ -250,19 +255,3 @@ class SqlStore(Listing, Grepping, History, Writing):
             log.debug("embedding noted files in the background failed: %s", exc)
 
 
-# Every public method, and whether it writes: the outermost one retries on a new
-# connection when the server dropped its connection (vfs/db.py:reconnecting). Wrapped
-# here rather than decorated one by one so that the table is the only list;
-# tests/test_reconnect.py checks that it covers every method of ``Store``.
-_RECONNECTING: dict[str, db.Kind] = {
-    "list_agents": "read", "require_agent": "read", "exists": "read", "stat": "read", "read": "read",
-    "generation": "read", "all_files": "read", "ls": "read", "glob": "read", "grep": "read",
-    "_grep_plain": "read", "history": "read", "blame": "read", "search": "read",
-    "revision_content": "read", "diff": "read", "prepare_write": "read", "prepare_edit": "read",
-    "prepare_delete": "read",
-    "create_agent": "write", "commit": "write", "write": "write", "edit": "write", "delete": "write",
-    "move": "write", "revert": "write", "bulk_write": "write",
-}
-for _name, _kind in _RECONNECTING.items():
-    setattr(SqlStore, _name, db.reconnecting(_kind, lambda store: store.engine)(getattr(SqlStore, _name)))
-del _name, _kind

@@ -8,7 +8,7 @@
   Postgres), writes in one ``_write`` transaction each (``BEGIN IMMEDIATE`` on SQLite).
 - ``_head`` is the one raw DBAPI read (content, version, deleted) of the hot paths;
   a connection it finds dead is dropped from the pool and reported as a disconnect,
-  which the store's ``_RECONNECTING`` table retries.
+  which each store method's ``db.retried`` retries.
 - Nothing here branches on the database: what differs is ``self.db.backend``'s.
 """
 
@@ -161,7 +161,7 @@ class StoreCore:
         except Exception as exc:
             # Bypassing SQLAlchemy means noticing a dead connection here: drop it from
             # the pool (resetting a dead socket would only fail again, and hide this
-            # error) and say it is a disconnect, which _RECONNECTING retries.
+            # error) and say it is a disconnect, which db.retried retries.
             if db.driver_is_dead(driver) or db.is_disconnect(exc):
                 raw.invalidate(exc)
                 raise DisconnectionError(f"the database dropped the connection ({type(exc).__name__})") from exc

@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Table, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
 from memagent.vfs import bulk, db, paths
+from memagent.vfs.db import retried
 from memagent.vfs.edits import apply_edit
 from memagent.vfs.errors import AgentNotFound, AlreadyExists, InvalidPath, RevisionNotFound, StaleVersion, VfsError
 from memagent.vfs.models import agents, dirs, files
@@ -40,6 +41,7 @@ from memagent.vfs.types import Approval, Author, Change, Origin, PendingChange
 class Writing(StoreCore):
     """Agents and every mutation of ``SqlStore``."""
 
+    @retried("write")
     def create_agent(self, name: str, files: dict[str, str] | None = None, *,
                      author: Author = "cli", approval: Approval = "cli") -> None:
         """Create an agent and its starting files in one transaction (all or nothing)."""
@@ -53,10 +55,12 @@ class Writing(StoreCore):
             bulk.write_batch(conn, paths.scope_name("agent", name), start, author=author, approval=approval,
                              message="init", origin=Origin("init") if author == "cli" else None)
 
+    @retried("read")
     def list_agents(self) -> list[str]:
         with self._read() as conn:
             return list(conn.scalars(select(agents.c.name).order_by(agents.c.name)))
 
+    @retried("read")
     def require_agent(self, name: str) -> None:
         with self._read() as conn:
             found = conn.scalar(select(agents.c.id).where(agents.c.name == name))
@@ -89,6 +93,7 @@ class Writing(StoreCore):
                     self.guard_lookalikes(conn, scope, [path], mount=_mount_of(shown, path), live=())
         return path, shown, row.content if row is not None and live else None, have
 
+    @retried("read")
     def prepare_write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
                       shown: str | None = None) -> PendingChange:
         """Check a write of ``content`` to ``path`` without storing it; ``commit`` stores it."""
@@ -96,6 +101,7 @@ class Writing(StoreCore):
         self.validate(path, content, shown=shown)
         return PendingChange("write", scope, path, shown, before, content, version)
 
+    @retried("read")
     def prepare_edit(self, scope: str, path: str, old_string: str, new_string: str, *,
                      replace_all: bool = False, expected_version: int | None = None,
                      shown: str | None = None) -> PendingChange:
@@ -106,6 +112,7 @@ class Writing(StoreCore):
         self.validate(path, after, shown=shown)
         return PendingChange("edit", scope, path, shown, before, after, version)
 
+    @retried("read")
     def prepare_delete(self, scope: str, path: str, *, expected_version: int | None = None,
                        shown: str | None = None) -> PendingChange:
         """Check that ``path`` can be deleted; ``commit`` deletes it (history is kept)."""
@@ -166,6 +173,7 @@ class Writing(StoreCore):
                 if other[0] != name:
                     raise _lookalike(folder, name, names[name], *other, mount=mount)
 
+    @retried("write")
     def commit(self, pending: PendingChange, *, author: Author, approval: Approval, message: str = "",
                origin: Origin | None = None) -> Change:
         """Store a prepared change if the file is still at the version it was prepared from.
@@ -184,7 +192,7 @@ class Writing(StoreCore):
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 # The statement commits by itself. If its connection dies, the file still
                 # at the version it expected proves it did not commit (it moves the
-                # version; versions never go back), so _RECONNECTING may run it again.
+                # version; versions never go back), so its retry (db.retried) may run it again.
                 db.committing(proof=functools.partial(self._unchanged, pending), what=pending.shown)
                 version = store_it(conn)
                 conn.commit()  # no round trip; tells the engine's listeners (vfs/pending.py)
@@ -201,12 +209,14 @@ class Writing(StoreCore):
         row = self._head(pending.scope, pending.path)
         return row is not None and not row.deleted and row.version == pending.expected_version
 
+    @retried("write")
     def write(self, scope: str, path: str, content: str, *, expected_version: int | None = None,
               author: Author = "cli", approval: Approval = "cli", message: str = "",
               origin: Origin | None = None) -> Change:
         pending = self.prepare_write(scope, path, content, expected_version=expected_version)
         return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
+    @retried("write")
     def edit(self, scope: str, path: str, old_string: str, new_string: str, *,
              replace_all: bool = False, expected_version: int | None = None,
              author: Author = "cli", approval: Approval = "cli", message: str = "",
@@ -215,12 +225,14 @@ class Writing(StoreCore):
                                     expected_version=expected_version)
         return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
+    @retried("write")
     def delete(self, scope: str, path: str, *, expected_version: int | None = None,
                author: Author = "cli", approval: Approval = "cli", message: str = "",
                origin: Origin | None = None) -> Change:
         pending = self.prepare_delete(scope, path, expected_version=expected_version)
         return self.commit(pending, author=author, approval=approval, message=message, origin=origin)
 
+    @retried("write")
     def move(self, scope: str, src: str, dst: str, *, author: Author = "cli",
              approval: Approval = "cli", message: str = "", mount: str = "",
              origin: Origin | None = None, expected_version: int | None = None) -> Change:
@@ -253,6 +265,7 @@ class Writing(StoreCore):
                              message=message or f"moved from {src}", shown=shown_dst, origin=origin)
         return Change(dst, version, None, row.content)
 
+    @retried("write")
     def revert(self, scope: str, path: str, to_version: int, *, author: Author = "cli",
                approval: Approval = "cli", message: str = "", shown: str | None = None,
                origin: Origin | None = None) -> Change:
@@ -277,6 +290,7 @@ class Writing(StoreCore):
                              origin=origin)
         return Change(path, version, None if row.deleted else row.content, rev.content)
 
+    @retried("write")
     def bulk_write(self, scope: str, files: Mapping[str, str], *, author: Author = "import",
                    approval: Approval = "cli", message: str = "", origin: Origin | None = None,
                    expected_versions: Mapping[str, int] | None = None, create: bool = False) -> list[Change]:
