@@ -1,4 +1,4 @@
-r"""The regex pre-filter (vfs/regexfilter.py) never drops a file grep would report.
+r"""The regex pre-filter (vfs/regexfilter.py, its translator vfs/regextree.py) never drops a file grep would report.
 
 - The translator's decisions: what is translated (and into what), what is refused.
 - Its character sets are Python's: ``\d``, ``\w``, ``\s`` and IGNORECASE partners
@@ -23,21 +23,15 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from bench.corpus import REGEX_NO_LITERAL, generate
-from memagent.vfs import SqlStore, regexfilter
+from memagent.vfs import SqlStore, regexfilter, regextree
 from memagent.vfs.fts import detect
-from memagent.vfs.regexfilter import (
-    Chars,
-    LineFilter,
-    build,
-    category_set,
-    ci_partners,
-    translate,
-)
+from memagent.vfs.regexfilter import LineFilter, translate
+from memagent.vfs.regextree import Chars, build, category_set, ci_partners
 from memagent.vfs.search import compile_pattern, scan, scan_plain
 
 S = "agent:a"
 M = re.MULTILINE | re.UNICODE
-EVERY = regexfilter._every_char()
+EVERY = regextree._every_char()
 
 
 def _set(ranges: tuple[tuple[int, int], ...]) -> set[int]:
