@@ -32,10 +32,10 @@ Invariants of every request ``prepare`` returns:
   not folded again at once): the earlier messages go back in full and ``notice``
   says so. That check is made once per restored folding and budget.
 
-Local estimate: ~3.5 characters per token for ASCII text and one token per other
-character, plus a few tokens per block; after each answer it is rescaled by the
-usage the API reported for that very request (``observe``), so it tracks the real
-tokenizer within a session.
+Where the rest lives: ``context_tokens`` counts (the calibrated local estimate, the
+API's count near the limit); ``context_summary`` holds the message helpers, the
+summary's forms (model-written, fallback, noted facts) and ``Folding``. Their public
+names are importable from here too (``__all__``), as the loop and the front ends do.
 """
 
 from __future__ import annotations
@@ -43,12 +43,37 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+from memagent.agent.context_summary import (
+    NOTED_HEADING,
+    SUMMARY_CLOSE,
+    SUMMARY_OPEN,
+    Folding,
+    SummaryMethod,
+    as_blocks,
+    compose,
+    fallback_summary,
+    is_turn_start,
+    noted_facts,
+    result_text,
+    split_stored,
+    summary_prompt,
+    tool_inputs,
+    transcript,
+)
+from memagent.agent.context_tokens import NEAR, Counted, Counter, TokenCounting, estimate
 from memagent.agent.model import Model, ModelError, ModelRequest, Usage
+
+__all__ = [
+    "DEFAULT_BUDGET", "DEFAULT_WINDOW", "FOLD_TO", "MARGIN", "MIN_BUDGET", "NEAR", "NOTED_HEADING", "NOTED_SHARE",
+    "SUMMARY_CLOSE", "SUMMARY_OPEN", "SUMMARY_OUTPUT_TOKENS", "SUMMARY_SHARE", "TOOL_RESULT_SHARE",
+    "ContextWindow", "Counted", "Counter", "Folding", "Notice", "Shaped", "SummaryMethod", "TokenCounting",
+    "budget_for", "compose", "cut_note", "estimate", "fallback_summary", "is_turn_start", "noted_facts",
+    "split_stored", "summary_prompt", "transcript",
+]
 
 log = logging.getLogger("memagent.agent")
 
@@ -60,189 +85,15 @@ DEFAULT_BUDGET = DEFAULT_WINDOW // 2
 MIN_BUDGET = 2_000
 MARGIN = 0.10          # share of the budget kept free of what the counter says
 FOLD_TO = 0.5          # after folding, the request is at most this share of the budget
-NEAR = 0.8             # above this share of the limit, ask the API to count
 TOOL_RESULT_SHARE = 0.25  # one tool result may take at most this share of the limit
 SUMMARY_SHARE = 0.125     # the summary body may take at most this share of the limit
 NOTED_SHARE = 0.0625      # and the facts noted verbatim this share
 SUMMARY_OUTPUT_TOKENS = 2048
 
-Counted = Literal["api", "estimate"]
-SummaryMethod = Literal["model", "fallback"]
-
-SUMMARY_OPEN = "<conversation-summary>"
-SUMMARY_CLOSE = "</conversation-summary>"
-NOTED_HEADING = "Facts the user asked to keep (verbatim):"
-_NOTE = re.compile(
-    r"\b(note|remember|memori[sz]e|don'?t forget|do not forget|keep in mind|write (?:this|that|it) down|"
-    r"for the record|jot (?:this|that|it) down)\b",
-    re.IGNORECASE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _NUMBERED_LINE = re.compile(r"^\s*(\d+)\t", re.MULTILINE)
 
 
-def summary_prompt() -> str:
-    files = resources.files("memagent.skills_templates")
-    return files.joinpath("prompts/summary.md").read_text("utf-8").strip()
-
-
-# -- counting ------------------------------------------------------------------------
-
-
-class TokenCounting(Protocol):
-    """The optional capability of a model: the exact size of a request, or None."""
-
-    def count_tokens(self, request: ModelRequest) -> int | None: ...
-
-
-def _text_tokens(text: str) -> float:
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars / 3.5 + (len(text) - ascii_chars)
-
-
-def estimate(obj: Any) -> int:
-    """Uncalibrated local estimate of the tokens ``obj`` (blocks, messages, tools) costs."""
-    total = 0.0
-
-    def walk(node: Any) -> None:
-        nonlocal total
-        if isinstance(node, str):
-            total += _text_tokens(node)
-        elif isinstance(node, dict):
-            total += 3  # block / message framing
-            for key, value in node.items():
-                if key in ("cache_control", "id", "tool_use_id", "signature"):
-                    total += 4
-                    continue
-                if key == "input":  # tool input goes as JSON text
-                    total += _text_tokens(json.dumps(value, ensure_ascii=False))
-                    continue
-                walk(value)
-        elif isinstance(node, list | tuple):
-            for item in node:
-                walk(item)
-        elif node is not None:
-            total += 1
-
-    walk(obj)
-    return int(total) + 1
-
-
-class Counter:
-    """Request sizes: the calibrated local estimate, or the API's count near the limit."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-        self.factor = 1.0
-        self._cache: dict[int, tuple[Any, int]] = {}
-        self.last_source: Counted = "estimate"
-
-    def raw(self, obj: Any) -> int:
-        """Uncalibrated estimate; messages (never mutated by the loop) are memoised by identity."""
-        key = id(obj)
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        n = estimate(obj)
-        if isinstance(obj, dict):
-            if len(self._cache) > 50_000:
-                self._cache.clear()
-            self._cache[key] = (obj, n)
-        return n
-
-    def scaled(self, raw: int) -> int:
-        return int(raw * self.factor) + 1
-
-    def messages(self, messages: Sequence[dict[str, Any]]) -> int:
-        return self.scaled(sum(self.raw(m) for m in messages))
-
-    def request_raw(self, request: ModelRequest) -> int:
-        return (self.raw_list(request.system) + self.raw_list(request.tools)
-                + sum(self.raw(m) for m in request.messages))
-
-    def raw_list(self, items: Sequence[dict[str, Any]]) -> int:
-        return sum(self.raw(i) for i in items)
-
-    def count(self, request: ModelRequest, limit: int) -> tuple[int, Counted]:
-        """The size of ``request``; the API counts it when the estimate is near ``limit``."""
-        est = self.scaled(self.request_raw(request))
-        self.last_source = "estimate"
-        if est < limit * NEAR:
-            return est, "estimate"
-        exact = self.api_count(request)
-        if exact is None:
-            return est, "estimate"
-        self.last_source = "api"
-        return exact, "api"
-
-    def api_count(self, request: ModelRequest) -> int | None:
-        counter = getattr(self.model, "count_tokens", None)
-        if counter is None:
-            return None
-        try:
-            n = counter(request)
-        except ModelError:
-            return None
-        if isinstance(n, int) and n > 0:
-            raw = self.request_raw(request)
-            if raw:
-                self._learn(n / raw)
-            return n
-        return None
-
-    def observe(self, request: ModelRequest, usage: Usage) -> None:
-        """Rescale the estimate by what the API reported for ``request``."""
-        actual = usage.total_input_tokens
-        raw = self.request_raw(request)
-        if actual > 0 and raw > 0:
-            self._learn(actual / raw)
-
-    def _learn(self, ratio: float) -> None:
-        ratio = min(max(ratio, 0.5), 3.0)
-        # Up at once (an underestimate risks the budget), down slowly.
-        self.factor = ratio if ratio > self.factor else 0.8 * self.factor + 0.2 * ratio
-
-
 # -- shaping one request --------------------------------------------------------------
-
-
-def is_turn_start(message: dict[str, Any]) -> bool:
-    """A user message that opens a turn: it has text and answers no tool call."""
-    if message.get("role") != "user":
-        return False
-    content = message.get("content")
-    if isinstance(content, str):
-        return bool(content)
-    if not isinstance(content, list):
-        return False
-    blocks = [b for b in content if isinstance(b, dict)]
-    return (any(b.get("type") == "text" for b in blocks)
-            and not any(b.get("type") == "tool_result" for b in blocks))
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [dict(b) for b in content]
-
-
-def _tool_inputs(messages: Sequence[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
-    out: dict[str, tuple[str, dict[str, Any]]] = {}
-    for m in messages:
-        if m.get("role") == "assistant" and isinstance(m.get("content"), list):
-            for b in m["content"]:
-                if isinstance(b, dict) and b.get("type") == "tool_use":
-                    args = b.get("input")
-                    out[str(b.get("id"))] = (str(b.get("name")), args if isinstance(args, dict) else {})
-    return out
-
-
-def _result_text(block: dict[str, Any]) -> str | None:
-    content = block.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
-        return "\n".join(str(b.get("text", "")) for b in content)
-    return None
 
 
 def cut_note(shown: str, total: int, call: tuple[str, dict[str, Any]] | None) -> str:
@@ -279,115 +130,6 @@ class Shaped:
     recent_messages: int
     elided_steps: int = 0
 
-
-@dataclass
-class Folding:
-    """The running summary of a thread: it stands for ``messages[:folded]``."""
-
-    folded: int = 0
-    text: str = ""
-    noted: list[str] = field(default_factory=list)
-    method: SummaryMethod | None = None
-
-
-# -- summaries ------------------------------------------------------------------------
-
-
-def noted_facts(messages: Sequence[dict[str, Any]], limit_chars: int = 400) -> list[str]:
-    """Sentences in user turns that ask for something to be noted, with the sentence after."""
-    out: list[str] = []
-    for m in messages:
-        if not is_turn_start(m):
-            continue
-        for b in _blocks(m["content"]):
-            if b.get("type") != "text":
-                continue
-            text = str(b.get("text", ""))
-            if not _NOTE.search(text):
-                continue
-            sentences = _SENTENCE.split(" ".join(text.split()))
-            for i, s in enumerate(sentences):
-                if _NOTE.search(s):
-                    fact = s
-                    if (s.rstrip().endswith(":") or len(s) < 60) and i + 1 < len(sentences):
-                        fact += " " + sentences[i + 1]
-                    fact = fact.strip()
-                    if len(fact) > limit_chars:
-                        fact = fact[: limit_chars - 1] + "…"
-                    if fact not in out:
-                        out.append(fact)
-    return out
-
-
-def _first_sentence(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    first = _SENTENCE.split(text, maxsplit=1)[0] if text else ""
-    return first if len(first) <= limit else first[: limit - 1] + "…"
-
-
-def fallback_summary(previous: str, messages: Sequence[dict[str, Any]], max_chars: int) -> str:
-    """The deterministic summary: the previous one, then the first sentence of each message."""
-    lines = [ln for ln in previous.splitlines() if ln.strip()] if previous else []
-    if not lines or not lines[0].startswith("(Automatic summary"):
-        lines = ["(Automatic summary: the first sentence of each earlier message.)"] + lines
-    for m in messages:
-        texts = [str(b.get("text", "")) for b in _blocks(m["content"]) if b.get("type") == "text"]
-        calls = [str(b.get("name")) for b in _blocks(m["content"]) if b.get("type") == "tool_use"]
-        text = _first_sentence(" ".join(texts))
-        if text:
-            lines.append(f"- {m['role']}: {text}")
-        if calls:
-            lines.append(f"- {m['role']} called: {', '.join(calls)}")
-    # Keep the newest lines that fit (and the heading).
-    head, body = lines[0], lines[1:]
-    size = len(head)
-    kept: list[str] = []
-    for line in reversed(body):
-        if size + len(line) + 1 > max_chars:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    return "\n".join([head, *reversed(kept)])
-
-
-def transcript(messages: Sequence[dict[str, Any]], result_chars: int = 2000) -> list[str]:
-    """The messages as plain text pieces for the summariser (one piece per message)."""
-    pieces: list[str] = []
-    calls = _tool_inputs(messages)
-    for m in messages:
-        who = "User" if m["role"] == "user" else "Assistant"
-        parts: list[str] = []
-        for b in _blocks(m["content"]):
-            kind = b.get("type")
-            if kind == "text" and str(b.get("text", "")).strip():
-                parts.append(str(b["text"]).strip())
-            elif kind == "tool_use":
-                args = json.dumps(b.get("input") or {}, ensure_ascii=False)
-                parts.append(f"[tool call {b.get('name')}: {args[:500]}]")
-            elif kind == "tool_result":
-                text = _result_text(b) or "(non-text result)"
-                name = calls.get(str(b.get("tool_use_id")), ("tool", {}))[0]
-                more = f" … ({len(text):,} characters in all)" if len(text) > result_chars else ""
-                parts.append(f"[{name} result{' (error)' if b.get('is_error') else ''}: "
-                             f"{text[:result_chars]}{more}]")
-        if parts:
-            pieces.append(f"{who}: " + "\n".join(parts))
-    return pieces
-
-
-def compose(body: str, noted: Sequence[str]) -> str:
-    """The stored summary text: the body, then the noted facts."""
-    if not noted:
-        return body
-    return body + "\n\n" + NOTED_HEADING + "\n" + "\n".join(f"- {f}" for f in noted)
-
-
-def split_stored(text: str) -> tuple[str, list[str]]:
-    """Inverse of ``compose``."""
-    body, sep, rest = text.partition("\n\n" + NOTED_HEADING + "\n")
-    if not sep:
-        return text, []
-    return body, [ln[2:] for ln in rest.splitlines() if ln.startswith("- ")]
 
 
 # -- the window ----------------------------------------------------------------------------
@@ -515,19 +257,19 @@ class ContextWindow:
             dropped = recent[1 : 1 + 2 * elide]
             for m in dropped:
                 if m["role"] == "assistant":
-                    elided += [f"{b.get('name')}" for b in _blocks(m["content"]) if b.get("type") == "tool_use"]
+                    elided += [f"{b.get('name')}" for b in as_blocks(m["content"]) if b.get("type") == "tool_use"]
             recent = recent[:1] + recent[1 + 2 * elide :]
-        calls = _tool_inputs(recent)
+        calls = tool_inputs(recent)
         cap = max(int(self.limit * TOOL_RESULT_SHARE / max(self.counter.factor, 0.1) * 3.5), 2000)
         out: list[dict[str, Any]] = []
         for i, m in enumerate(recent):
             content = m["content"]
             changed = False
-            blocks = _blocks(content)
+            blocks = as_blocks(content)
             for j, b in enumerate(blocks):
                 limit_chars = (squeeze or {}).get((i, j))
                 if b.get("type") == "tool_result":
-                    text = _result_text(b)
+                    text = result_text(b)
                     keep = min(cap, limit_chars) if limit_chars is not None else cap
                     if text is not None and len(text) > keep:
                         shown = _cut_text(text, keep)
@@ -545,7 +287,7 @@ class ContextWindow:
         summary_tokens = 0
         if block is not None and out:
             head = out[0]
-            out[0] = {"role": head["role"], "content": [block, *_blocks(head["content"])]}
+            out[0] = {"role": head["role"], "content": [block, *as_blocks(head["content"])]}
             summary_tokens = self.counter.scaled(self.counter.raw(block))
         request = ModelRequest(system=system, messages=out, tools=tools, max_tokens=max_tokens)
         tokens, counted = self.counter.count(request, self.limit)
@@ -592,8 +334,8 @@ class ContextWindow:
             sent = shaped.request.messages
             sizes = []
             for i, m in enumerate(sent):
-                for j, b in enumerate(_blocks(m["content"])):
-                    text = b.get("text") if b.get("type") == "text" else _result_text(b)
+                for j, b in enumerate(as_blocks(m["content"])):
+                    text = b.get("text") if b.get("type") == "text" else result_text(b)
                     if isinstance(text, str) and not text.startswith(SUMMARY_OPEN):
                         # Index into the unsummarised message: the summary block shifts the head by one.
                         jj = j - 1 if i == 0 and shaped.summary_tokens else j
