@@ -279,6 +279,11 @@ def test_read_options_run_single_reads(store: SqlStore) -> None:
 DIALECT_NAMES = frozenset({"sqlite", "postgresql", "postgres"})
 SCANNED = ("vfs", "agent", "integrations")
 EXEMPT = ("vfs/backends/", "vfs/migrations/")
+# One database's own modules and backend objects: only the backends package uses them.
+# (``postgres_roles`` is not here: a Postgres-only feature, the role commands, that refuses
+# another database's URL itself, not a branch of code both databases run.)
+ONE_DATABASE_MODULES = frozenset({"sqlite", "postgres", "sqlite_fts"})
+BACKEND_OBJECTS = frozenset({"SQLITE", "POSTGRES"})
 
 
 def _names_a_dialect(node: ast.AST) -> bool:
@@ -287,6 +292,16 @@ def _names_a_dialect(node: ast.AST) -> bool:
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
         return any(_names_a_dialect(e) for e in node.elts)
     return False
+
+
+def _imports_one_database(node: ast.ImportFrom) -> bool:
+    parts = (node.module or "").split(".")
+    if "backends" not in parts:
+        return False
+    below = parts[parts.index("backends") + 1:]
+    if below:
+        return below[0] in ONE_DATABASE_MODULES
+    return any(alias.name in ONE_DATABASE_MODULES | BACKEND_OBJECTS for alias in node.names)
 
 
 def dialect_branches(source: str, filename: str) -> list[str]:
@@ -302,6 +317,11 @@ def dialect_branches(source: str, filename: str) -> list[str]:
             what = "get_backend_name()"
         elif isinstance(node, ast.Compare) and any(_names_a_dialect(x) for x in [node.left, *node.comparators]):
             what = "a comparison with a database's name"
+        elif isinstance(node, ast.Compare) and any(isinstance(x, ast.Name) and x.id in BACKEND_OBJECTS
+                                                   for x in [node.left, *node.comparators]):
+            what = "a comparison with one database's backend"
+        elif isinstance(node, ast.ImportFrom) and _imports_one_database(node):
+            what = "an import of one database's backend module"
         if what is not None:
             found.append(f"{filename}:{node.lineno}: {what}")
     return found
@@ -337,3 +357,22 @@ def test_the_scan_catches_each_kind_of_dialect_branch() -> None:
     lines = {int(f.split(":")[1]) for f in found}
     assert lines == {2, 3, 5, 6, 8, 9}  # not 10: a type variant is schema, not a branch
     assert "old.py:6: get_backend_name()" in found
+
+
+def test_the_scan_catches_the_forms_it_once_missed() -> None:
+    # What vfs/db.py, vfs/ranking.py and vfs/fts.py did before their code moved into the backends.
+    old = textwrap.dedent('''
+        from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, postgres_roles
+        from memagent.vfs.backends.postgres import PG_CANDIDATES
+        from .backends import Features, backend_for, sqlite_fts
+        if backend is SQLITE:
+            pass
+        if backend_for_url(parsed) is not POSTGRES:
+            pass
+        if features.sqlite_fts:
+            pass
+        from memagent.vfs.backends import backend_for, postgres_roles
+        from memagent.vfs.backends.postgres_roles import PermissionDenied
+    ''')
+    lines = sorted(int(f.split(":")[1]) for f in dialect_branches(old, "old.py"))
+    assert lines == [2, 3, 4, 5, 7]  # not the role commands' module (11, 12)

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from memagent.vfs import db
+from memagent.vfs.backends import postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("vfs", "agent", "integrations")
@@ -102,7 +103,7 @@ def _threshold(url: str) -> object:
 def test_statements_are_prepared_only_on_a_direct_line(fresh_pg_url: str) -> None:
     # Straight to the server over TCP: psycopg's automatic preparing is on (it saves
     # planning on every repeated query).
-    assert _threshold(fresh_pg_url) == db.PREPARE_THRESHOLD
+    assert _threshold(fresh_pg_url) == postgres.PREPARE_THRESHOLD
     bouncer = os.environ.get("MEMAGENT_TEST_PGBOUNCER_URL")
     if not bouncer:
         if os.environ.get("CI"):

@@ -13,8 +13,10 @@ import pytest
 
 from memagent.agent.tools import ToolBox
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs import SqlStore, ranking
-from memagent.vfs.ranking import MAX_TERMS, STOP_WORDS, fts5_match, searched, snippet, terms
+from memagent.vfs import SqlStore
+from memagent.vfs.backends import postgres
+from memagent.vfs.backends.sqlite import fts5_match
+from memagent.vfs.ranking import MAX_TERMS, STOP_WORDS, searched, snippet, terms
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
@@ -248,8 +250,8 @@ def test_stop_words_are_not_searched_unless_nothing_else_is_left(view: AgentView
 
 @pytest.fixture
 def crowded(store: SqlStore) -> AgentView:
-    """More matching files than Postgres ranks exactly (ranking.PG_CANDIDATES)."""
-    many = ranking.PG_CANDIDATES + 50
+    """More matching files than Postgres ranks exactly (postgres.PG_CANDIDATES)."""
+    many = postgres.PG_CANDIDATES + 50
     files = {f"/notes/n{i:03d}.md": f"a walrus note {i}, " + "filler words about other things " * (i % 7 + 1) + "\n"
              for i in range(many)}
     files["/knowledge/walrus.md"] = "Walruses: tusks, whiskers and a walrus colony, " + "more " * 40 + "\n"
@@ -269,7 +271,8 @@ def test_among_many_matches_the_path_and_the_most_words_still_rank_first(crowded
 def test_bounded_ranking_agrees_with_ranking_every_match(crowded: AgentView, monkeypatch: pytest.MonkeyPatch) -> None:
     queries = ["walrus", "walrus svalbard", "walrus note filler", "other things walrus"]
     bounded = {q: crowded.search(q, k=10, mode="lexical") for q in queries}
-    monkeypatch.setattr(ranking, "PG_CANDIDATES", 100_000)  # every match ranked exactly
+    # Every match ranked exactly (the backend reads its constant at each search).
+    monkeypatch.setattr(postgres, "PG_CANDIDATES", 100_000)
     for q in queries:
         assert crowded.search(q, k=10, mode="lexical") == bounded[q], q
 

@@ -32,7 +32,6 @@ Invariants:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import select
 import time
@@ -54,7 +53,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, backend_for_url, postgres_roles
+from memagent.vfs.backends import backend_for, backend_for_url
 from memagent.vfs.backends.base import WRITE as WRITE  # the writing connections' option, re-exported
 from memagent.vfs.errors import DatabaseUnavailable
 
@@ -63,8 +62,6 @@ HEAD = "0013"
 # Postgres advisory lock key held while migrating (any fixed 64-bit number; this
 # one spells "memagent").
 MIGRATION_LOCK = 0x6D656D6167656E74
-# psycopg's default: a query is prepared on its fifth run on a connection.
-PREPARE_THRESHOLD = 5
 # A pooled Postgres connection idle longer than this is tested before use (seconds).
 PING_AFTER_IDLE = 2.0
 # How long a process waits for another one's migration before giving up.
@@ -93,16 +90,6 @@ def _shown(url: str) -> str:
         return url
 
 
-def _sqlite_engine(url: str) -> Engine:
-    parsed = make_url(url)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 30}, pool_use_lifo=True)  # see create()
-
-    SQLITE.engine_setup(engine)  # WAL, BEGIN IMMEDIATE for writers
-    return engine
-
-
 def create(url: str) -> Engine:
     """An engine for ``url`` (not yet connected)."""
     try:
@@ -114,64 +101,16 @@ def create(url: str) -> Engine:
         ) from None
     try:
         backend = backend_for_url(parsed)
-        if backend is SQLITE:
-            return _sqlite_engine(url)
-        if backend is not None:
-            url = backend.engine_url(parsed, url)  # the driver memagent ships
-        # LIFO: the connection used last is used next, so a burst of calls runs on one
-        # connection whose server process has its catalog caches warm (FIFO rotated
-        # through every pooled one, each cold: ls took 3 ms instead of 1).
-        engine = create_engine(url, connect_args=_pg_args(parsed), pool_use_lifo=True)
-        _ping_when_idle(engine)
-        _prepare_only_when_direct(engine)
-        if backend is POSTGRES:
-            POSTGRES.engine_setup(engine)  # the lock timeout; after the direct-line proof above
-        # A role's row-level-security refusal becomes one VfsError line (migration 0010).
-        postgres_roles.explain_refusals(engine)
+        # No backend: backend_for says "memagent does not run on ..." when the engine is used.
+        engine = create_engine(url, pool_use_lifo=True) if backend is None else backend.create_engine(parsed, url)
+        if backend is None or backend.drops_connections:
+            _ping_when_idle(engine)
         return engine
     except (NoSuchModuleError, ImportError) as exc:
         raise DatabaseUnavailable(
             f"no driver for database URL {_shown(url)} ({exc}); use sqlite:/// or "
             "postgresql+psycopg://"
         ) from None
-
-
-def _prepare_only_when_direct(engine: Engine) -> None:
-    """Let psycopg prepare statements on connections proven to reach the server itself.
-
-    Prepared statements save planning on every repeated query (read 0.21 -> 0.26 ms
-    and ls 0.75 -> 1.05 ms without them), but a transaction-pooling PgBouncer runs
-    each transaction on any server session, where a statement prepared on another
-    one does not exist. Connections start unprepared (``_pg_args``); this turns
-    preparing on only when the line is proven direct.
-    """
-    if backend_for_url(engine.url) is not POSTGRES:
-        return
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        if _direct_to_server(dbapi_conn):
-            dbapi_conn.prepare_threshold = PREPARE_THRESHOLD
-
-
-def _direct_to_server(dbapi_conn: Any) -> bool:
-    info = dbapi_conn.info
-    peer, port = getattr(info, "hostaddr", ""), getattr(info, "port", None)
-    if not peer:
-        return False  # a Unix socket: a pooler may listen on one too
-    cur = dbapi_conn.cursor()
-    try:
-        cur.execute("SELECT host(inet_server_addr()), inet_server_port()")
-        row = cur.fetchone()
-    finally:
-        cur.close()
-        dbapi_conn.rollback()
-    if not row or row[0] is None or row[1] != port:
-        return False
-    try:
-        return bool(ipaddress.ip_address(row[0]) == ipaddress.ip_address(peer))
-    except ValueError:
-        return False
 
 
 def _ping_when_idle(engine: Engine) -> None:
@@ -412,17 +351,6 @@ def _socket_has_news(dbapi_conn: Any) -> bool:
     return bool(readable)
 
 
-def _pg_args(parsed: Any) -> dict[str, Any]:
-    if backend_for_url(parsed) is not POSTGRES:
-        return {}
-    # Unprepared until proven direct (``_prepare_only_when_direct``): a transaction-
-    # pooling PgBouncer may run the next transaction on another server session.
-    args: dict[str, Any] = {"prepare_threshold": None}
-    if "connect_timeout" not in parsed.query:
-        args["connect_timeout"] = 10
-    return args
-
-
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
         return _revision_on(conn)
@@ -498,11 +426,11 @@ def require_existing(url: str) -> None:
         parsed = make_url(url)
     except ArgumentError:
         return  # ``create`` reports a malformed URL
-    if backend_for_url(parsed) is not SQLITE or not parsed.database or parsed.database == ":memory:":
-        return
-    if not Path(parsed.database).expanduser().is_file():
+    backend = backend_for_url(parsed)
+    missing = backend.missing_database(parsed) if backend is not None else None
+    if missing is not None:
         raise DatabaseMissing(
-            f"no database at {parsed.database} yet; create one with `memagent init AGENT` "
+            f"no database at {missing} yet; create one with `memagent init AGENT` "
             "(or point --db / MEMAGENT_DB at an existing one)"
         )
 

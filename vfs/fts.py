@@ -28,17 +28,12 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Connection,
-    Integer,
     and_,
     bindparam,
-    column,
     or_,
-    select,
-    table,
-    text,
 )
 
-from .backends import Features, backend_for, sqlite_fts
+from .backends import Features, backend_for
 from .models import files
 from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 
@@ -46,9 +41,6 @@ from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 # for 12 on 10,000 files); six spread over a long needle narrow almost as well, and
 # the exact check afterwards removes what they let through.
 MAX_TRIGRAMS_PER_NEEDLE = 6
-
-_pending = table("fts_pending", column("id"))
-
 
 def detect(conn: Connection) -> Features:
     """Which pre-filter indexes the connected database has (its backend looks)."""
@@ -100,22 +92,23 @@ def _pg_condition(req: Req) -> ColumnElement[bool]:
     return and_(*parts) if isinstance(req, AllOf) else or_(*parts)
 
 
+class _Rendered:
+    """``req`` rendered on demand for the backend's index (``PrefilterQuery``)."""
+
+    def __init__(self, req: Req) -> None:
+        self.req = req
+
+    def fts5(self) -> str:
+        return fts5_query(self.req)
+
+    def like(self) -> ColumnElement[bool]:
+        return _pg_condition(self.req)
+
+
 def candidates(features: Features, req: Req | None, *, conn: Connection,
                scope: str) -> ColumnElement[bool] | None:
     """A WHERE condition on ``files`` narrowing a grep of ``scope`` to possible
-    matches, or None. SQLite reads the scope's own rowid range of its bucket."""
+    matches, or None (the backend's ``grep_prefilter``)."""
     if req is None:
         return None
-    if features.sqlite_fts:
-        found = sqlite_fts.trigram_ids_sql(conn, scope)
-        if found is None:  # nothing of the scope indexed yet: only pending rows can match
-            return files.c.id.in_(select(_pending.c.id)) if features.sqlite_pending else files.c.id.in_([])
-        sql, bounds = found
-        if features.sqlite_pending:
-            # One IN over a UNION: SQLite builds it once and probes files by id.
-            sql += " UNION ALL SELECT id FROM fts_pending"
-        return files.c.id.in_(text(sql).bindparams(q=fts5_query(req), **bounds).columns(id=Integer))
-    if features.pg_trgm:
-        return _pg_condition(req)
-    return None
-
+    return backend_for(conn).grep_prefilter(conn, scope, features, _Rendered(req))

@@ -27,7 +27,7 @@ Invariants:
 - Cost is bounded by the number of matching files, not by their text. SQLite ranks
   every match inside FTS5 and reads the text of the ``k`` best only. Postgres,
   whose ``ts_rank`` must read each ranked file's out-of-line ``tsvector``, ranks
-  exactly the ``PG_CANDIDATES`` best by an estimate the GIN index answers alone
+  exactly the ``PG_CANDIDATES`` best (``backends/postgres.py``) by an estimate the GIN index answers alone
   (see ``_POSTGRES``): exact whenever no more files match.
 - Without the index (an SQLite without FTS5) search scans: the same words,
   counted in Python, over files whose text contains one of them.
@@ -51,9 +51,6 @@ from sqlalchemy import Connection, text
 
 from memagent.vfs.backends import backend_for
 from memagent.vfs.backends.base import RankIndex, in_scopes
-from memagent.vfs.backends.postgres import PG_CANDIDATES as PG_CANDIDATES  # how many Postgres ranks exactly
-from memagent.vfs.backends.postgres import RANK_TIMEOUT_MS
-from memagent.vfs.backends.sqlite import fts5_match as fts5_match  # re-exported (tests, callers)
 
 MAX_QUERY_CHARS = 2000
 MAX_TERMS = 24
@@ -61,8 +58,6 @@ MAX_TERM_CHARS = 64
 MAX_K = 100
 SNIPPET_CHARS = 160
 PATH_WEIGHT = 4.0
-# Postgres: a ranked search is stopped after this long (it never should need it).
-STATEMENT_TIMEOUT_MS = RANK_TIMEOUT_MS
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 

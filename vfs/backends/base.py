@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from sqlalchemy import Connection, Engine, bindparam, insert, update
+from sqlalchemy import ColumnElement, Connection, Engine, bindparam, insert, update
 from sqlalchemy.engine import URL
 
 from memagent.vfs.models import files, revisions
@@ -83,6 +83,19 @@ def in_scopes(scopes: Sequence[str]) -> tuple[str, dict[str, Any]]:
     return ", ".join(":" + n for n in names), dict(zip(names, scopes, strict=True))
 
 
+class PrefilterQuery(Protocol):
+    """A grep pattern's required text, rendered for whichever index a backend has
+    (``vfs/fts.py`` builds it; backends never read the pattern themselves)."""
+
+    def fts5(self) -> str:
+        """An FTS5 MATCH expression over the trigram index."""
+        ...
+
+    def like(self) -> ColumnElement[bool]:
+        """A ``LIKE``/``ILIKE`` condition on ``files.content`` (pg_trgm's index answers it)."""
+        ...
+
+
 @runtime_checkable
 class Backend(Protocol):
     """The dialect-specific operations of the store, its threads and its indexes."""
@@ -114,12 +127,21 @@ class Backend(Protocol):
         """``files.deleted = <this>`` in SQL text: false, spelled as the database stores it."""
         ...
 
-    def engine_url(self, parsed: URL, url: str) -> str:
-        """``url`` (parsed: ``parsed``) as the engine is created with: the driver memagent ships."""
+    @property
+    def drops_connections(self) -> bool:
+        """Whether a pooled connection can die while idle (a server restarts or ends
+        sessions), so the pool tests one before reuse (vfs/db.py ``_ping_when_idle``)."""
         ...
 
-    def engine_setup(self, engine: Engine) -> None:
-        """Per-connection setup of a new engine of this kind (pragmas, BEGIN IMMEDIATE...)."""
+    def create_engine(self, parsed: URL, url: str) -> Engine:
+        """The engine for ``url`` (parsed: ``parsed``), not yet connected: the driver memagent
+        ships, its connection arguments, the pool, and each connection's settings (pragmas,
+        BEGIN IMMEDIATE, the lock timeout...)."""
+        ...
+
+    def missing_database(self, parsed: URL) -> str | None:
+        """The database file ``parsed`` names, when it is a file that does not exist (a
+        command that must not create one refuses it); None otherwise."""
         ...
 
     def head(self, driver: Any, scope: str, path: str) -> tuple[Any, ...] | None:
@@ -152,6 +174,13 @@ class Backend(Protocol):
 
         True when the caller must also hide the b-tree columns (Postgres); False: the
         planner needs no help."""
+        ...
+
+    def grep_prefilter(self, conn: Connection, scope: str, features: Features,
+                       query: PrefilterQuery) -> ColumnElement[bool] | None:
+        """A WHERE condition on ``files`` that every live file of ``scope`` holding the
+        query's required text meets (a superset: grep checks each candidate exactly), or
+        None when this database has no index for it (grep scans)."""
         ...
 
     def search_features(self, conn: Connection) -> Features:

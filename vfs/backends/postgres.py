@@ -11,11 +11,12 @@ run in autocommit, saving the BEGIN and COMMIT round trips; the GIN indexes of
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, bindparam, cast, event, insert, select, text
+from sqlalchemy import ColumnElement, Connection, Engine, bindparam, cast, create_engine, event, insert, select, text
 from sqlalchemy.engine import URL
 
 from memagent.vfs.backends import postgres_roles
@@ -23,6 +24,7 @@ from memagent.vfs.backends.base import (
     REVISION_VALUES,
     UPDATE_LIVE,
     Features,
+    PrefilterQuery,
     RankIndex,
     RankRow,
     in_scopes,
@@ -142,6 +144,55 @@ PG_CANDIDATES = 200
 RANK_TIMEOUT_MS = 5000
 
 
+# psycopg's default: a query is prepared on its fifth run on a connection.
+PREPARE_THRESHOLD = 5
+
+
+def _connect_args(parsed: URL) -> dict[str, Any]:
+    # Unprepared until proven direct (``_prepare_only_when_direct``): a transaction-
+    # pooling PgBouncer may run the next transaction on another server session.
+    args: dict[str, Any] = {"prepare_threshold": None}
+    if "connect_timeout" not in parsed.query:
+        args["connect_timeout"] = 10
+    return args
+
+
+def _prepare_only_when_direct(engine: Engine) -> None:
+    """Let psycopg prepare statements on connections proven to reach the server itself.
+
+    Prepared statements save planning on every repeated query (read 0.21 -> 0.26 ms
+    and ls 0.75 -> 1.05 ms without them), but a transaction-pooling PgBouncer runs
+    each transaction on any server session, where a statement prepared on another
+    one does not exist. Connections start unprepared (``_connect_args``); this turns
+    preparing on only when the line is proven direct.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        if _direct_to_server(dbapi_conn):
+            dbapi_conn.prepare_threshold = PREPARE_THRESHOLD
+
+
+def _direct_to_server(dbapi_conn: Any) -> bool:
+    info = dbapi_conn.info
+    peer, port = getattr(info, "hostaddr", ""), getattr(info, "port", None)
+    if not peer:
+        return False  # a Unix socket: a pooler may listen on one too
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute("SELECT host(inet_server_addr()), inet_server_port()")
+        row = cur.fetchone()
+    finally:
+        cur.close()
+        dbapi_conn.rollback()
+    if not row or row[0] is None or row[1] != port:
+        return False
+    try:
+        return bool(ipaddress.ip_address(row[0]) == ipaddress.ip_address(peer))
+    except ValueError:
+        return False
+
+
 class PostgresBackend:
     """``Backend`` for Postgres (the psycopg 3 driver)."""
 
@@ -150,6 +201,23 @@ class PostgresBackend:
     atomic_overwrite = True
     pending_shared = False
     sql_false = "false"
+
+    drops_connections = True
+
+    def create_engine(self, parsed: URL, url: str) -> Engine:
+        # LIFO: the connection used last is used next, so a burst of calls runs on one
+        # connection whose server process has its catalog caches warm (FIFO rotated
+        # through every pooled one, each cold: ls took 3 ms instead of 1).
+        engine = create_engine(self.engine_url(parsed, url), connect_args=_connect_args(parsed),
+                               pool_use_lifo=True)
+        _prepare_only_when_direct(engine)
+        self.engine_setup(engine)  # the lock timeout; after the direct-line proof above
+        # A role's row-level-security refusal becomes one VfsError line (migration 0010).
+        postgres_roles.explain_refusals(engine)
+        return engine
+
+    def missing_database(self, parsed: URL) -> str | None:
+        return None  # a server database that is missing fails when it is opened
 
     def engine_url(self, parsed: URL, url: str) -> str:
         if parsed.drivername == "postgresql":
@@ -234,6 +302,11 @@ class PostgresBackend:
             return False
         conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
         return True
+
+    def grep_prefilter(self, conn: Connection, scope: str, features: Features,
+                       query: PrefilterQuery) -> ColumnElement[bool] | None:
+        # pg_trgm's GIN index answers LIKE/ILIKE, and Postgres re-checks the LIKE itself.
+        return query.like() if features.pg_trgm else None
 
     def search_features(self, conn: Connection) -> Features:
         found = conn.execute(text(

@@ -13,9 +13,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, TextClause, event, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Integer,
+    TextClause,
+    column,
+    create_engine,
+    event,
+    select,
+    table,
+    text,
+)
 from sqlalchemy.engine import URL
 
 from memagent.vfs.backends import sqlite_fts
@@ -24,15 +37,17 @@ from memagent.vfs.backends.base import (
     UPDATE_LIVE,
     WRITE,
     Features,
+    PrefilterQuery,
     RankIndex,
     RankRow,
     in_scopes,
     raw_fetch_one,
 )
-from memagent.vfs.models import threads
+from memagent.vfs.models import files, threads
 from memagent.vfs.types import Entry
 
 _HEAD_SQL = "SELECT content, version, deleted FROM files WHERE scope = ? AND path = ?"
+_PENDING = table("fts_pending", column("id"))
 
 # Ranges per ls query for the files between a directory's subdirectories (SQLite
 # allows 500 terms in a compound SELECT).
@@ -68,6 +83,21 @@ class SqliteBackend:
     atomic_overwrite = False
     pending_shared = True
     sql_false = "0"
+
+    drops_connections = False
+
+    def create_engine(self, parsed: URL, url: str) -> Engine:
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        # LIFO as on Postgres (see there); a writer waits up to 30 s for the write lock.
+        engine = create_engine(self.engine_url(parsed, url), connect_args={"timeout": 30}, pool_use_lifo=True)
+        self.engine_setup(engine)  # WAL, BEGIN IMMEDIATE for writers
+        return engine
+
+    def missing_database(self, parsed: URL) -> str | None:
+        if not parsed.database or parsed.database == ":memory:":
+            return None
+        return None if Path(parsed.database).expanduser().is_file() else parsed.database
 
     def engine_url(self, parsed: URL, url: str) -> str:
         return url  # the standard library's sqlite3
@@ -133,6 +163,21 @@ class SqliteBackend:
 
     def grep_index_only(self, conn: Connection) -> bool:
         return False  # SQLite's planner takes the FTS5 IN (...) as given
+
+    def grep_prefilter(self, conn: Connection, scope: str, features: Features,
+                       query: PrefilterQuery) -> ColumnElement[bool] | None:
+        # The scope's trigram table, read in the scope's own rowid range (sqlite_fts); rows
+        # noted in fts_pending are always candidates (the index may hold an older text).
+        if not features.sqlite_fts:
+            return None
+        found = sqlite_fts.trigram_ids_sql(conn, scope)
+        if found is None:  # nothing of the scope indexed yet: only pending rows can match
+            return files.c.id.in_(select(_PENDING.c.id)) if features.sqlite_pending else files.c.id.in_([])
+        sql, bounds = found
+        if features.sqlite_pending:
+            # One IN over a UNION: SQLite builds it once and probes files by id.
+            sql += " UNION ALL SELECT id FROM fts_pending"
+        return files.c.id.in_(text(sql).bindparams(q=query.fts5(), **bounds).columns(id=Integer))
 
     def search_features(self, conn: Connection) -> Features:
         have = set(conn.scalars(text(
