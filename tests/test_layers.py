@@ -134,6 +134,7 @@ LAYERS = {
     "memagent": "root",  # the distribution's package: a docstring and __version__
     "memagent.skills_templates": "templates",  # starter memory as package data, read by importlib.resources
     "memagent.validators": "validators",
+    "memagent.validators.secrets": "validators",
     "memagent.vfs": "vfs",
     "memagent.vfs.migrations": "vfs",
     "memagent.vfs.migrations.versions": "vfs",

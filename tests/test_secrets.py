@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memagent.validators import scan_secrets, validate
-from memagent.validators import secrets as scanner
+from memagent.validators.secrets import engine as scanner
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits

@@ -15,8 +15,8 @@ import importlib
 import pytest
 
 from bench.secrets_corpus import Sample, credentials, lookalikes
-from memagent.validators import secrets as scanner
 from memagent.validators import validate
+from memagent.validators.secrets import engine as scanner
 
 PATH = "/knowledge/notes.md"
 
