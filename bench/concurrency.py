@@ -53,7 +53,6 @@ import sys
 import tempfile
 import time
 import traceback
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from bench import sections
+from bench import pg, sections
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "concurrency"
@@ -294,16 +293,8 @@ class Run:
 @contextmanager
 def fresh_database(admin_url: str) -> Iterator[str]:
     """A new empty database on ``admin_url``'s server (its URL), dropped afterwards."""
-    name = f"memagent_conc_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with pg.database(admin_url, "memagent_conc_") as url:
+        yield url
 
 
 def same_database(url: str, database_url: str) -> str:

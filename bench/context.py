@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, insert, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import insert
 
+from bench import pg
 from bench.corpus import COMMON, RARE, generate
 from memagent.agent.builder import build_agent
 from memagent.agent.model.scripted import ScriptedModel
@@ -130,16 +130,8 @@ def database(backend: str, workdir: Path, pg_url: str | None) -> Iterator[str]:
         yield f"sqlite:///{workdir / 'threads.db'}"
         return
     assert pg_url is not None
-    name = f"memagent_bench_ctx_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with pg.database(pg_url, "memagent_bench_ctx_") as url:
+        yield url
 
 
 def _median_ms(fn: Callable[[], object], reps: int) -> float:

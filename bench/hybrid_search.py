@@ -27,12 +27,9 @@ import statistics
 import tempfile
 import time
 import tracemalloc
-import uuid
 from collections.abc import Callable, Iterator
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-
+from bench import pg as throwaway_pg
 from bench import sections
 from bench.corpus import COMMON, generate
 from bench.search_quality_set import NOTES, QUERIES
@@ -55,16 +52,8 @@ def databases(pg: str | None) -> Iterator[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         yield "sqlite", f"sqlite:///{tmp}/bench.db"
     if pg:
-        name = f"memagent_hybrid_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(pg, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield "postgres", make_url(pg).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-            admin.dispose()
+        with throwaway_pg.database(pg, "memagent_hybrid_") as url:
+            yield "postgres", url
 
 
 def quality(store: SqlStore) -> dict[tuple[SearchMode, str], tuple[int, int, int]]:

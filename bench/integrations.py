@@ -26,7 +26,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -37,9 +36,8 @@ from deepagents.backends.store import StoreBackend
 from deepagents.backends.utils import create_file_data
 from langgraph.store.base import BaseStore, PutOp
 from langgraph.store.memory import InMemoryStore
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
+from bench import pg as throwaway_pg
 from bench import sections
 from bench.corpus import COMMON, RARE, REGEX, generate
 from memagent.integrations.deepagents import MemagentBackend
@@ -109,18 +107,7 @@ def backends(size: int, pg: str | None, tmp: Path) -> Iterator[dict[str, Backend
     with ExitStack() as stack:
         urls = [("memagent, SQLite", f"sqlite:///{tmp / 'memagent.db'}")]
         if pg:
-            admin = create_engine(pg, isolation_level="AUTOCOMMIT")
-            name = "bench_" + uuid.uuid4().hex[:8]
-            with admin.connect() as conn:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-
-            def drop() -> None:
-                with admin.connect() as conn:
-                    conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-                admin.dispose()
-
-            stack.callback(drop)
-            urls.append(("memagent, Postgres", make_url(pg).set(database=name).render_as_string(hide_password=False)))
+            urls.append(("memagent, Postgres", stack.enter_context(throwaway_pg.database(pg, "bench_"))))
         for label, url in urls:
             store = stack.enter_context(open_store(url))
             store.create_agent("bench")

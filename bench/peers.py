@@ -27,15 +27,14 @@ Invariants:
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench import pg
 from bench.corpus import COMMON, RARE, READ_PATH, REGEX, REGEX_NO_LITERAL, Corpus
 
 NS = ("bench", "filesystem")
@@ -77,19 +76,12 @@ def _sqlite_store(workdir: Path, size: int) -> Iterator[Any]:
 def _pg_store(pg_url: str, size: int) -> Iterator[Any]:
     from langgraph.store.postgres import PostgresStore
 
-    name = f"peer_bench_{size}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(pg_url).set(drivername="postgresql", database=name).render_as_string(hide_password=False)
-    try:
+    with pg.database(pg_url, f"peer_bench_{size}_") as ours:
+        # LangGraph's store takes a plain libpq URL.
+        url = make_url(ours).set(drivername="postgresql").render_as_string(hide_password=False)
         with PostgresStore.from_conn_string(url) as store:
             store.setup()
             yield store
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _load(store: Any, corpus: Corpus) -> float:

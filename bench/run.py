@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,9 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-from bench import floors, sections
+from bench import floors, pg, sections
 from bench.corpus import COMMON, RARE, READ_PATH, REGEX, REGEX_NO_LITERAL, Corpus, generate
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.paths import scope_name
@@ -151,16 +149,8 @@ def database(backend: str, workdir: Path, pg_url: str | None, size: int) -> Iter
         yield f"sqlite:///{workdir / f'bench-{size}.db'}"
         return
     assert pg_url is not None
-    name = f"memagent_bench_{size}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with pg.database(pg_url, f"memagent_bench_{size}_") as url:
+        yield url
 
 
 class TimedValidator:

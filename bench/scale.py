@@ -41,7 +41,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
@@ -49,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import make_url
 
-from bench import sections
+from bench import pg, sections
 from bench.corpus import COMMON, RARE, READ_PATH, REGEX, TOPICS, _body, _plant, _vocabulary
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.embeddings.base import Vectors, normalised
@@ -161,18 +160,8 @@ def database(backend: str, label: str, pg_url: str | None, workdir: Path, keep: 
                     p.unlink(missing_ok=True)
         return
     assert pg_url is not None
-    name = f"memagent_scale_{label}" if keep else f"memagent_scale_{label}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        if not conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first():
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        if not keep:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with pg.database(pg_url, f"memagent_scale_{label}" if keep else f"memagent_scale_{label}_", keep=keep) as url:
+        yield url
 
 
 def fill(store: SqlStore, p: Pool, agents: int, per_agent: int, seed: int,

@@ -25,15 +25,14 @@ import contextlib
 import os
 import shutil
 import signal
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench import pg as throwaway_pg
 from bench.fake_messages_api import FakeMessagesAPI
 from memagent.vfs import SqlStore, open_store
 
@@ -134,18 +133,8 @@ def _need_pg() -> str:
 @contextlib.contextmanager
 def _new_pg_database(prefix: str, template: str | None = None) -> Iterator[str]:
     """A new Postgres database (empty, or a copy of ``template``): its URL; dropped afterwards."""
-    base = _need_pg()
-    name = prefix + uuid.uuid4().hex[:12]
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    copy = f' TEMPLATE "{template}"' if template else ""
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with throwaway_pg.database(_need_pg(), prefix, template=template) as url:
+        yield url
 
 
 @pytest.fixture

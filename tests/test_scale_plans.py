@@ -60,24 +60,11 @@ def many(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def _fresh_pg() -> Iterator[str]:
-    import uuid
-
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
+    from bench import pg
     from tests.conftest import _need_pg
 
-    base = _need_pg()
-    name = "t_scale_" + uuid.uuid4().hex[:10]
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with pg.database(_need_pg(), "t_scale_") as url:
+        yield url
 
 
 def _calls(store: SqlStore) -> dict[str, scale.Fn]:
