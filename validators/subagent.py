@@ -27,6 +27,9 @@ from .frontmatter import FrontmatterDoc, parse_frontmatter
 
 KIND = "subagent"
 ALLOWED_KEYS = ("name", "description", "tools", "model")
+# The tools a subagent gets when its file lists none: reading and searching, never a
+# change to memory. The agent's tool set and every export format read this one list.
+DEFAULT_TOOLS = ("ls", "read_file", "glob", "grep")
 
 EXAMPLE = (
     "---\n"

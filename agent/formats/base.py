@@ -21,7 +21,7 @@ bytes, ...}``, relative POSIX paths). Invariants:
   every such file (``export_plain``, and ``export_agent`` over every memory path
   whatever folder a layout moves it to). On import such entries are never taken
   into memory: a plain file or a skill's file there is left behind with a note
-  (``import_plain``, ``claude_code.import_skills``). Both sides ask the same rule.
+  (``import_plain``, ``shared.import_skills``). Both sides ask the same rule.
 """
 
 from __future__ import annotations

@@ -32,13 +32,12 @@ tools (``mcp__memagent__<tool>``), so every harness sees the same, current memor
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from memagent.validators import check_name, config_location
+from memagent.validators import check_name
 
 from .base import (
     ExportOptions,
@@ -46,27 +45,28 @@ from .base import (
     ImportResult,
     Note,
     decode,
-    export_plain,
     import_plain,
     mapping,
-    skill_layout,
-    subagent_paths,
     suggest,
     text_or,
 )
-from .frontmatter import emit, export_skill, first_paragraph, import_skill, read_agent, subagent_file, tool_list
+from .frontmatter import emit, first_paragraph, import_skill, read_agent, subagent_file, tool_list
 from .mcp import (
-    REMOTE_KEYS,
-    STDIO_KEYS,
     Tool,
     ToolsConfig,
-    args_to_refs,
-    env_name,
-    literal_to_ref,
     mcp_name,
-    read_tools_json,
     split_mcp_name,
     write_tools_json,
+)
+from .shared import (
+    READ_ONLY,
+    dump_json,
+    export_layout,
+    import_skills,
+    load_json,
+    map_tools_in,
+    server_from_mcp_json,
+    warn_unlisted,
 )
 
 # memagent tool -> Claude Code tool, for subagents' tool lists: only the tools Claude Code
@@ -76,7 +76,6 @@ TO_CLAUDE = {"read_file": "Read", "write_file": "Write", "edit_file": "Edit", "t
 # Older Claude Code names still read on import.
 FROM_CLAUDE = {v: k for k, v in TO_CLAUDE.items()} | {"LS": "ls", "Glob": "glob", "Grep": "grep", "Task": "task",
                                                       "MultiEdit": "edit_file"}
-READ_ONLY = ["ls", "read_file", "glob", "grep"]  # a memagent subagent's tools when it lists none
 _SHELL_ONLY = ("Claude Code has no {} tool (it lists and searches files through Bash, which runs any "
                "command, so Bash is not granted in its place)")
 NO_EQUIVALENT = {"delete_file": "Claude Code has no tool that only deletes a file",
@@ -87,10 +86,6 @@ AGENT_KEYS = ("name", "description", "tools", "model")
 RESERVED = ("CLAUDE.md", "CLAUDE.local.md", ".mcp.json", ".claude/")
 _IMPORT = re.compile(r"(?<![\w`@])@((?:\.{0,2}/)?[A-Za-z0-9_][A-Za-z0-9_./-]*)")
 MAX_IMPORT_DEPTH = 5
-
-
-def dump_json(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 class ClaudeCodeFormat:
@@ -307,93 +302,6 @@ def export_live(agent: str) -> ExportResult:
     return result
 
 
-def export_layout(memory: Mapping[str, str], result: ExportResult, *, skills_dir: str,
-                  reserved: tuple[str, ...], subagent: Callable[[str, str], None],
-                  tools: Callable[[ToolsConfig], None], config: ToolsConfig | None = None) -> None:
-    """What every harness layout shares: ``AGENTS.md`` at the root, skills under
-    ``skills_dir``, each subagent and ``/tools.json`` through the format's own hooks
-    (``config``, when given, is the already read ``/tools.json``), and every other
-    file as a plain file outside the format's ``reserved`` paths."""
-    claimed: set[str] = set()
-    if "/AGENTS.md" in memory:
-        result.add("AGENTS.md", memory["/AGENTS.md"], "/AGENTS.md")
-        claimed.add("/AGENTS.md")
-    export_skills(memory, skills_dir, result, claimed)
-    for path in subagent_paths(memory):
-        subagent(path, memory[path])
-        claimed.add(path)
-    if "/tools.json" in memory:
-        tools(config if config is not None else read_tools_json(memory["/tools.json"]))
-        claimed.add("/tools.json")
-    export_plain(memory, claimed, result, reserved)
-
-
-def export_skills(memory: Mapping[str, str], skills_dir: str, result: ExportResult, claimed: set[str]) -> None:
-    """Every skill as ``<skills_dir>/<name>/SKILL.md`` plus its files, frontmatter restored."""
-    for name, files in skill_layout(memory).items():
-        for path, inner in files:
-            content = memory[path]
-            if inner == "SKILL.md":
-                content = export_skill(content)
-            result.add(f"{skills_dir}/{name}/{inner}", content, path)
-            claimed.add(path)
-
-
-def import_skills(tree: Mapping[str, bytes], skills_dir: str, result: ImportResult, claimed: set[str]) -> None:
-    """``<skills_dir>/<name>/...`` back into ``/skills/<name>/...``, skill frontmatter normalised."""
-    prefix = skills_dir + "/"
-    for src in sorted(tree):
-        if not src.startswith(prefix):
-            continue
-        claimed.add(src)
-        rest = src[len(prefix):]
-        if (reader := config_location(f"/skills/{rest}")) is not None:
-            # A skill's .gitattributes or .envrc: memory holds none (the write rule, at any depth).
-            result.notes.append(Note(src, f"not imported: it is configuration read by {reader}, and memory "
-                                          "holds none"))
-            continue
-        text = decode(tree[src])
-        if text is None:
-            result.notes.append(Note(src, "binary file not imported (memory holds UTF-8 text only)"))
-            continue
-        if "/" not in rest:
-            if rest.endswith(".md"):
-                stem = rest[:-3]
-                name = stem if check_name(stem) is None else suggest(stem)
-                content, notes = import_skill(name, text, src)
-                result.notes += notes
-                result.add(f"/skills/{name}.md", content, src)
-            else:
-                result.add(f"/skills/{rest}", text, src)
-            continue
-        folder, inner = rest.split("/", 1)
-        name = folder if check_name(folder) is None else suggest(folder)
-        if inner == "SKILL.md":
-            if name != folder:
-                result.notes.append(Note(src, f"folder name {folder!r} is not a skill name; imported as {name}"))
-            content, notes = import_skill(name, text, src)
-            result.notes += notes
-            result.add(f"/skills/{name}/SKILL.md", content, src)
-        else:
-            result.add(f"/skills/{name}/{inner}", text, src)
-
-
-def map_tools_in(listed: list[str] | None, mapping: Mapping[str, str], src: str, notes: list[Note],
-                 default_means: str) -> list[str] | None:
-    """A harness's tool list as memagent tool names; None (the read-only default) when none are listed."""
-    if listed is None:
-        notes.append(Note(src, f"lists no tools: {default_means}; memagent gives it the read-only file tools"))
-        return None
-    tools: list[str] = []
-    for tool in listed:
-        mapped = mapping.get(tool, tool if tool.startswith("mcp__") else None)
-        if mapped is None:
-            notes.append(Note(src, f"tool {tool!r} has no memagent equivalent; left out"))
-        elif mapped not in tools:
-            tools.append(mapped)
-    return None if sorted(tools) == sorted(READ_ONLY) else tools
-
-
 def resolve_imports(text: str, where: str, tree: Mapping[str, bytes], used: set[str], notes: list[Note],
                     depth: int) -> str:
     """``text`` with each ``@path`` import (outside code) replaced by that file's content.
@@ -475,71 +383,3 @@ def _resolved(target: str, tree: Mapping[str, bytes], used: set[str], notes: lis
     return resolve_imports(text, target, tree, used, notes, depth + 1)
 
 
-def load_json(data: bytes, src: str, notes: list[Note]) -> Any:
-    text = decode(data)
-    try:
-        return json.loads(strip_jsonc(text or ""))
-    except json.JSONDecodeError as exc:
-        notes.append(Note(src, f"not valid JSON ({exc.msg}, line {exc.lineno}); not imported"))
-        return {}
-
-
-def strip_jsonc(text: str) -> str:
-    """JSON with comments and trailing commas (JSONC, as opencode.jsonc allows) as plain JSON."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                i += 1
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end == -1 else end + 2
-        else:
-            out.append(c)
-            i += 1
-    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
-
-
-def server_from_mcp_json(name: str, entry: Any, where: str, notes: list[Note]) -> dict[str, Any] | None:
-    """A ``.mcp.json``-style server entry as memagent stores it (unknown keys noted and left out)."""
-    if not isinstance(entry, dict):
-        notes.append(Note(where, "is not an object; not imported"))
-        return None
-    kind = entry.get("type")
-    remote = kind in ("http", "sse", "streamable-http") or ("url" in entry and "command" not in entry)
-    if kind not in (None, "stdio", "http", "sse", "streamable-http"):
-        notes.append(Note(where, f"transport {kind!r} is not one memagent knows (stdio, http, sse); not imported"))
-        return None
-    keys = REMOTE_KEYS if remote else STDIO_KEYS
-    server: dict[str, Any] = {}
-    for key, value in entry.items():
-        if key == "type":
-            server["type"] = "http" if value == "streamable-http" else value
-        elif key not in keys:
-            notes.append(Note(where, f"setting {key!r} not carried over (memagent servers have "
-                                     f"{', '.join(('type', *keys))})"))
-        elif key in ("env", "headers") and isinstance(value, dict):
-            server[key] = {str(k): literal_to_ref(str(v), str(k) if key == "env" else env_name(name, str(k)),
-                                                  f"{where} {key}.{k}", notes) for k, v in value.items()}
-        elif key == "args" and isinstance(value, list):
-            server[key] = args_to_refs([str(a) for a in value], name, where, notes)
-        elif isinstance(value, str):
-            server[key] = value
-    if remote and "type" not in server:
-        server = {"type": "http", **server}
-    return server
-
-
-def warn_unlisted(config: ToolsConfig, notes: list[Note]) -> None:
-    for server in config.servers:
-        if not config.tools_of(server):
-            notes.append(Note("/tools.json", f"server {server}: the harness offers all its tools, memagent lists "
-                                             "them one by one; add the ones to use to /tools.json"))

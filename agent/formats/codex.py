@@ -42,9 +42,9 @@ from .base import (
     suggest,
     text_or,
 )
-from .claude_code import export_layout, import_skills, warn_unlisted
 from .frontmatter import first_paragraph, read_agent, subagent_file
 from .mcp import REF, Tool, ToolsConfig, args_to_refs, literal_to_ref, whole_ref, write_tools_json
+from .shared import export_layout, import_skills, warn_unlisted
 
 RESERVED = (".codex/", ".agents/")
 _BARE = re.compile(r"[A-Za-z0-9_-]+")

@@ -47,7 +47,9 @@ from .base import (
     suggest,
     text_or,
 )
-from .claude_code import (
+from .frontmatter import first_paragraph, read_agent, subagent_file, tool_list
+from .mcp import Tool, ToolsConfig, mcp_name, read_tools_json, split_mcp_name, write_tools_json
+from .shared import (
     READ_ONLY,
     dump_json,
     export_layout,
@@ -56,8 +58,6 @@ from .claude_code import (
     server_from_mcp_json,
     warn_unlisted,
 )
-from .frontmatter import first_paragraph, read_agent, subagent_file, tool_list
-from .mcp import Tool, ToolsConfig, mcp_name, read_tools_json, split_mcp_name, write_tools_json
 
 SUBAGENT_FILES = ("agent.json", "AGENTS.md", "tools.json")  # what deploy reads in subagents/<name>/
 RESERVED = ("agent.json", "deepagents.toml", "tools.json", "mcp.json", ".mcp.json")

@@ -46,15 +46,6 @@ from .base import (
     suggest,
     text_or,
 )
-from .claude_code import (
-    READ_ONLY,
-    dump_json,
-    export_layout,
-    import_skills,
-    load_json,
-    map_tools_in,
-    warn_unlisted,
-)
 from .frontmatter import emit, first_paragraph, read_agent, scalar, subagent_file
 from .mcp import (
     REF,
@@ -65,6 +56,15 @@ from .mcp import (
     read_tools_json,
     split_mcp_name,
     write_tools_json,
+)
+from .shared import (
+    READ_ONLY,
+    dump_json,
+    export_layout,
+    import_skills,
+    load_json,
+    map_tools_in,
+    warn_unlisted,
 )
 
 # memagent tool -> OpenCode tool: only tools OpenCode 1.18.33 has (``opencode debug agent``

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from memagent.agent.tools.base import ApprovalRequest, Approvals, ToolResult, schema
+from memagent.validators.subagent import DEFAULT_TOOLS
 from memagent.vfs import (
     TOOL_OF_OP,
     Action,
@@ -95,7 +96,7 @@ Defer = Callable[[PendingChange, str], str]
 
 READ_LIMIT = 2000
 MUTATING = frozenset({"write_file", "edit_file", "delete_file"})
-READ_ONLY = frozenset({"ls", "read_file", "glob", "grep"})
+READ_ONLY = frozenset(DEFAULT_TOOLS)  # the tools that never change memory: a subagent's default
 
 _PATH = {"type": "string", "description": "Absolute path inside memory, e.g. /AGENTS.md"}
 # Mutating tools take an optional one-line reason: shown to the person who approves,
