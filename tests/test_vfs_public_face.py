@@ -31,18 +31,18 @@ PUBLIC = [
     "Action", "AgentNotFound", "AgentView", "AlreadyExists", "Approval", "Author", "Busy", "Change", "ChangedSince",
     "DEFAULT_SEARCH_MODE", "DatabaseMissing", "DatabaseUnavailable", "EmbedderError", "FileContent", "FileInfo",
     "FileTool", "GrantKind", "INTEGRATION_PREFIX", "InvalidPath", "InvalidPattern", "IsADirectory", "MCP_PREFIX",
-    "MOUNTS", "Match", "NewProposal", "NotFound", "Origin", "PendingChange", "Proposal", "ProposalOp",
+    "MOUNTS", "Match", "Memory", "NewProposal", "NotFound", "Origin", "PendingChange", "Proposal", "ProposalOp",
     "ProposalStore", "QUEUED_BY", "REASON_CHARS", "RESERVED_PREFIXES", "RULES_PATH", "Rule", "RuleBook", "RuleError",
     "SCHEMA_HEAD", "SEARCH_MODES", "SearchHit", "SearchMode", "SqlStore", "StaleVersion", "Store", "TOOL_OF_OP",
     "ThreadMessage", "ThreadStore", "ValidationFailed", "VfsError", "WritePolicy", "WriteRefused", "WriteRequest",
     "WriteVerdict", "apply_edit", "approved_policy", "asking_policy", "built_in_message", "check_agent_name",
     "check_message", "check_role_name", "check_search_mode", "compile_glob", "connect_database", "create_role",
-    "describe_grants", "dir_prefix", "drop_role", "grant_role", "human_size", "move_file", "no_agent_message",
-    "normalize_file", "normalize_path", "open_store", "parse_rule", "path_basename", "queue_policy", "reason_line",
-    "refusing_policy", "render_blame", "render_grep", "render_log", "render_ls", "render_message", "render_numbered",
-    "render_search", "require_change", "require_postgres_url", "revoke_role", "role_grants", "scope_name",
-    "scopes_of_grant", "shown", "submit_change", "typed_part", "unified_diff", "upgrade_database", "when",
-    "yolo_policy",
+    "describe_grants", "dir_prefix", "drop_role", "grant_role", "human_size", "memory_of", "move_file",
+    "no_agent_message", "normalize_file", "normalize_path", "open_memory", "open_store", "parse_rule", "path_basename",
+    "queue_policy", "reason_line", "refusing_policy", "render_blame", "render_grep", "render_log", "render_ls",
+    "render_message", "render_numbered", "render_search", "require_change", "require_postgres_url", "revoke_role",
+    "role_grants", "scope_name", "scopes_of_grant", "shown", "submit_change", "typed_part", "unified_diff",
+    "upgrade_database", "when", "yolo_policy",
 ]
 
 
@@ -99,7 +99,7 @@ def test_importing_the_face_loads_only_what_the_store_needs() -> None:
     assert loaded.isdisjoint(EMBEDDER_MODULES)
     assert "memagent.vfs.store" in loaded
     # The modules behind the lazy names that the store does not use load on first use.
-    lazy = {f"memagent.vfs.{m}" for m in ("approval_rules", "episodes", "proposals", "render", "scopes",
-                                          "terminal_text", "threads", "writes")}
+    lazy = {f"memagent.vfs.{m}" for m in ("approval_rules", "episodes", "memory", "proposals", "render",
+                                          "scopes", "terminal_text", "threads", "writes")}
     assert lazy <= {f"memagent.vfs.{module}" for module, _ in vfs._LAZY.values()}
     assert loaded.isdisjoint(lazy), sorted(loaded & lazy)

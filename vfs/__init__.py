@@ -91,6 +91,7 @@ if TYPE_CHECKING:
         VfsError,
     )
     from memagent.vfs.globbing import compile_glob
+    from memagent.vfs.memory import Memory, memory_of, open_memory
     from memagent.vfs.paths import (
         MOUNTS,
         RESERVED_PREFIXES,
@@ -220,6 +221,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ValidationFailed": ("errors", "ValidationFailed"),
     "VfsError": ("errors", "VfsError"),
     "compile_glob": ("globbing", "compile_glob"),
+    "Memory": ("memory", "Memory"),
+    "memory_of": ("memory", "memory_of"),
+    "open_memory": ("memory", "open_memory"),
     "MOUNTS": ("paths", "MOUNTS"),
     "RESERVED_PREFIXES": ("paths", "RESERVED_PREFIXES"),
     "path_basename": ("paths", "basename"),
@@ -302,16 +306,16 @@ def __dir__() -> list[str]:
 __all__ = ["Action", "AgentNotFound", "AgentView", "AlreadyExists", "Approval", "Author", "Busy", "Change",
            "ChangedSince", "DEFAULT_SEARCH_MODE", "DatabaseMissing", "DatabaseUnavailable", "EmbedderError",
            "FileContent", "FileInfo", "FileTool", "GrantKind", "INTEGRATION_PREFIX", "InvalidPath", "InvalidPattern",
-           "IsADirectory", "MCP_PREFIX", "MOUNTS", "Match", "NewProposal", "NotFound", "Origin", "PendingChange",
-           "Proposal", "ProposalOp", "ProposalStore", "QUEUED_BY", "REASON_CHARS", "RESERVED_PREFIXES", "RULES_PATH",
-           "Rule", "RuleBook", "RuleError", "SCHEMA_HEAD", "SEARCH_MODES", "SearchHit", "SearchMode", "SqlStore",
-           "StaleVersion", "Store", "TOOL_OF_OP", "ThreadMessage", "ThreadStore", "ValidationFailed", "VfsError",
-           "WritePolicy", "WriteRefused", "WriteRequest", "WriteVerdict", "apply_edit", "approved_policy",
+           "IsADirectory", "MCP_PREFIX", "MOUNTS", "Match", "Memory", "NewProposal", "NotFound", "Origin",
+           "PendingChange", "Proposal", "ProposalOp", "ProposalStore", "QUEUED_BY", "REASON_CHARS", "RESERVED_PREFIXES",
+           "RULES_PATH", "Rule", "RuleBook", "RuleError", "SCHEMA_HEAD", "SEARCH_MODES", "SearchHit", "SearchMode",
+           "SqlStore", "StaleVersion", "Store", "TOOL_OF_OP", "ThreadMessage", "ThreadStore", "ValidationFailed",
+           "VfsError", "WritePolicy", "WriteRefused", "WriteRequest", "WriteVerdict", "apply_edit", "approved_policy",
            "asking_policy", "built_in_message", "check_agent_name", "check_message", "check_role_name",
            "check_search_mode", "compile_glob", "connect_database", "create_role", "describe_grants", "dir_prefix",
-           "drop_role", "grant_role", "human_size", "move_file", "no_agent_message", "normalize_file",
-           "normalize_path", "open_store", "parse_rule", "path_basename", "queue_policy", "reason_line",
+           "drop_role", "grant_role", "human_size", "memory_of", "move_file", "no_agent_message", "normalize_file",
+           "normalize_path", "open_memory", "open_store", "parse_rule", "path_basename", "queue_policy", "reason_line",
            "refusing_policy", "render_blame", "render_grep", "render_log", "render_ls", "render_message",
-           "render_numbered", "render_search", "require_change", "require_postgres_url", "revoke_role",
-           "role_grants", "scope_name", "scopes_of_grant", "shown", "submit_change", "typed_part", "unified_diff",
-           "upgrade_database", "when", "yolo_policy"]
+           "render_numbered", "render_search", "require_change", "require_postgres_url", "revoke_role", "role_grants",
+           "scope_name", "scopes_of_grant", "shown", "submit_change", "typed_part", "unified_diff", "upgrade_database",
+           "when", "yolo_policy"]
