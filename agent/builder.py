@@ -30,7 +30,7 @@ from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool
 from memagent.agent.tools.mcp import McpTools, Warn
 from memagent.agent.tools.memory import agent_rules
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs import AgentView, ProposalStore, RuleBook, ThreadStore
+from memagent.vfs import AgentView, RuleBook, ThreadStore, memory_of
 
 
 def withhold_memory(agent: Agent) -> None:
@@ -62,9 +62,10 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
     gate = gate if gate is not None else Gate(approve, yolo=yolo)
     if rules is None:
         # Every agent honours its approval rules; a front end passes its own to say how
-        # ``ask`` and ``queue`` go (run: unattended) and to hear which rule decided.
-        database = getattr(view.store, "db", None) if threads is None else threads.db
-        rules = (agent_rules(view, ProposalStore(database), by="memagent session") if database is not None
+        # ``ask`` and ``queue`` go (run: unattended) and to hear which rule decided. A store
+        # with no database (a double) has no review queue: its ``queue`` rules refuse.
+        records = memory_of(view)
+        rules = (agent_rules(view, records.queue, by="memagent session") if records is not None
                  else RuledApproval(RuleBook(view.store, view.agent)))
     mcp = (McpTools(view, mcp_hub, gate, warn=warn, rules=rules, background=mcp_background)
            if mcp_hub is not None else None)

@@ -49,7 +49,6 @@ from memagent.vfs import (
     Match,
     Origin,
     PendingChange,
-    ProposalStore,
     RuleBook,
     Store,
     VfsError,
@@ -59,6 +58,7 @@ from memagent.vfs import (
     WriteVerdict,
     asking_policy,
     dir_prefix,
+    memory_of,
     move_file,
     normalize_path,
     queue_policy,
@@ -143,10 +143,10 @@ class MemoryFolder:
 
     def queue_policy(self) -> WritePolicy | None:
         """Where a ``queue`` rule sends a change: the agent's review queue (None: the store has none)."""
-        database = getattr(self.store, "db", None)
-        if database is None:
+        records = memory_of(self.store)
+        if records is None:  # another program's store, or a double: no review queue
             return None
-        return queue_policy(ProposalStore(database), self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
+        return queue_policy(records.queue, self.agent, by=f"{INTEGRATION_PREFIX}{self.adapter}")
 
     # -- paths ----------------------------------------------------------------
 

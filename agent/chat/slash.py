@@ -294,9 +294,13 @@ def _ask_reopen(session: Session) -> bool:
 @command("/review", "", "review the memory edits waiting in the queue (reflect, memagent run, mcp serve)")
 def review(session: Session, arg: str) -> None:
     from memagent.agent.chat.review import work_through
-    from memagent.vfs import ProposalStore
+    from memagent.vfs import memory_of
 
-    queue = ProposalStore(session.threads.db)
+    records = memory_of(session.view)
+    if records is None:  # a store with no database (a double): nothing can be queued
+        session.ui.info("This memory has no review queue.")
+        return
+    queue = records.queue
     if not queue.count_pending(session.view.agent):
         session.ui.info("No proposals waiting for review (`memagent reflect`, `memagent run` and "
                         "`memagent mcp serve --approval queue` make them).")

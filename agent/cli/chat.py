@@ -131,9 +131,8 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     from memagent.agent.chat import slash
     from memagent.agent.chat.session import build_session
     from memagent.agent.chat.ui import make_ui
-    from memagent.vfs import ThreadStore
 
-    threads = ThreadStore(ctx.store.db)
+    threads = ctx.memory.threads
     notes: list[str] = []
     tid: str | None = None
     if thread_id:
@@ -154,9 +153,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         info = threads.get(view.agent, tid)
         count = f"{info.messages} message{'s' if info.messages != 1 else ''}"
         where = f"thread {tid[:8]} resumed ({count}: {info.title or 'untitled'})"
-    from memagent.vfs import ProposalStore
-
-    waiting = ProposalStore(ctx.store.db).count_pending(view.agent)
+    waiting = ctx.memory.queue.count_pending(view.agent)
     if waiting:
         notes.append(f"{waiting} memory edit{'s' if waiting != 1 else ''} waiting for review: type /review")
     ui.header([

@@ -1,7 +1,10 @@
-"""What every CLI command shares: the store it opens and how errors become one line.
+"""What every CLI command shares: the memory it opens and how errors become one line.
 
-Invariant: a user mistake never prints a traceback; ``run`` turns known errors into
-``memagent: <message>`` on stderr with exit status 1 (click keeps 2 for usage).
+Invariants: a command opens its database once (``Ctx``: one ``Memory``, whose
+``files`` is ``Ctx.store``; its threads, review queue and approval rules come from
+``Ctx.memory``, never built by hand) and closes it once. A user mistake never
+prints a traceback; ``run`` turns known errors into ``memagent: <message>`` on
+stderr with exit status 1 (click keeps 2 for usage).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from memagent.vfs import (
     AgentView,
     DatabaseMissing,
     InvalidPattern,
+    Memory,
     SqlStore,
     VfsError,
     no_agent_message,
-    open_store,
+    open_memory,
     shown,
 )
 
@@ -34,37 +38,48 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Ctx:
-    """Lazily opened store, shared by the commands of one invocation.
+    """The memory of one invocation, opened lazily, once, and shared by its commands.
 
     ``store`` creates a missing SQLite database (for ``init``, ``db upgrade``,
-    ``import``); ``existing_store`` and ``view`` refuse one, creating nothing: a
-    command on an agent's memory cannot succeed on a database that is not there.
+    ``import``); ``existing_store``, ``memory`` and ``view`` refuse one, creating
+    nothing: a command on an agent's memory cannot succeed on a database that is not
+    there. Whichever opens first opens the one ``Memory``; the others return it (or
+    its ``files``, the store), and ``close`` closes it.
     """
 
     def __init__(self, db: str | None, agent: str | None = None) -> None:
         self.db_option = db
         self.agent_option = agent  # ``memagent -a AGENT <command>``
-        self._store: SqlStore | None = None
+        self._memory: Memory | None = None
 
     @property
     def url(self) -> str:
         return config.db_url(self.db_option)
 
     def open(self, *, create: bool) -> SqlStore:
-        if self._store is None:
-            self._store = open_store(self.url, create=create)
-        return self._store
+        return self._open(create=create).files
+
+    def _open(self, *, create: bool) -> Memory:
+        if self._memory is None:
+            self._memory = open_memory(self.url, create=create)
+        return self._memory
 
     @property
     def store(self) -> SqlStore:
         return self.open(create=True)
 
+    @property
+    def memory(self) -> Memory:
+        """The invocation's ``Memory`` (threads, review queue, approval rules over the
+        store's database); opened like ``existing_store`` if nothing opened it yet."""
+        return self._open(create=False)
+
     def close(self) -> None:
-        """Close the store if a command opened it: its pending index work is merged
+        """Close the memory if a command opened it: its pending index work is merged
         (``vfs/pending.py``) and its connections closed before the process ends."""
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
 
     @property
     def existing_store(self) -> SqlStore:

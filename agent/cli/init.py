@@ -44,14 +44,13 @@ def templates_cmd() -> None:
 @handled
 def agents_cmd(ctx: Ctx) -> None:
     """List the agents in the database."""
-    store = ctx.existing_store  # listing creates nothing
+    memory = ctx.memory  # listing creates nothing
+    store = memory.files
     names = store.list_agents()
     if not names:
         click.echo("No agents yet; create one with `memagent init NAME`.")
         return
-    from memagent.vfs import ProposalStore
-
-    queue = ProposalStore(store.db)
+    queue = memory.queue
     for name in names:
         n = len(store.all_files(scope_name("agent", name)))
         waiting = queue.count_pending(name)

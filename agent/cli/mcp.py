@@ -69,7 +69,7 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
         serve_http,
         serve_stdio,
     )
-    from memagent.vfs import AgentView, ProposalStore
+    from memagent.vfs import AgentView
 
     try:
         address = parse_address(http) if http else None
@@ -87,7 +87,7 @@ def serve_cmd(ctx: Ctx, agent: str, approval: str, http: str | None, token: str 
     mode: ApprovalMode = "queue" if approval == "queue" else "yolo" if approval == "yolo" else "client"
     server = MemoryServer(
         view, approval=mode,
-        queue=ProposalStore(ctx.store.db) if mode == "queue" else None,
+        queue=ctx.memory.queue if mode == "queue" else None,
         view_factory=lambda: AgentView(store, view.agent, user=config.user_id(), org=config.org_id()))
 
     def ready(where: str) -> None:

@@ -82,7 +82,7 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
     from memagent.agent.cli import models
     from memagent.agent.model import ModelError
     from memagent.agent.reflection import reflect
-    from memagent.vfs import Busy, ProposalStore
+    from memagent.vfs import Busy
 
     window = parse_duration(since) if since is not None else None
     view = ctx.view(agent)
@@ -91,7 +91,7 @@ def reflect_cmd(ctx: Ctx, agent: str | None, since: str | None, dry_run: bool, y
     model = models.make(name, opts)
     start = datetime.now(UTC) - window if window is not None else None
     try:
-        result = reflect(view, model, ProposalStore(ctx.store.db), since=start, dry_run=dry_run, yolo=yolo,
+        result = reflect(view, model, ctx.memory.queue, since=start, dry_run=dry_run, yolo=yolo,
                          wait=wait, on_log=lambda line: click.echo(shown(line)))
     except Busy as exc:
         click.echo(f"{exc}; nothing done (it reads the same conversations)", err=True)
@@ -123,10 +123,9 @@ def review_cmd(ctx: Ctx, agent: str | None, list_only: bool) -> None:
     from memagent.agent.chat.review import work_through
     from memagent.agent.chat.ui import make_ui
     from memagent.agent.reflection import Review
-    from memagent.vfs import ProposalStore
 
     view = ctx.view(agent)
-    queue = ProposalStore(ctx.store.db)
+    queue = ctx.memory.queue
     reviewer = Review(view, queue)
 
     def echo(text: str, **kw: Any) -> None:
@@ -182,7 +181,6 @@ def remember_cmd(ctx: Ctx, agent: str | None, note: str | None, yolo: bool, mode
     from memagent.agent.cli import models
     from memagent.agent.context import budget_for
     from memagent.agent.reflection import note_prompt
-    from memagent.vfs import ThreadStore
 
     if note is None:  # one argument is the note, for the default agent (as other commands take)
         agent, note = None, agent
@@ -196,7 +194,7 @@ def remember_cmd(ctx: Ctx, agent: str | None, note: str | None, yolo: bool, mode
     model = models.make(name, opts)
     ui = make_ui(commands={c.name: c.help for c in slash.COMMANDS.values()},
                  history_path=config.data_dir() / "chat_history")
-    session = build_session(view, model, ui, threads=ThreadStore(ctx.store.db), yolo=yolo,
+    session = build_session(view, model, ui, threads=ctx.memory.threads, yolo=yolo,
                             model_factory=models.factory(name, opts),
                             context_budget=budget_for(models.context_window(name, opts)))
     try:

@@ -138,9 +138,8 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
     from memagent.agent.model import ModelError
     from memagent.agent.tools import ToolResult
     from memagent.agent.tools.memory import agent_rules
-    from memagent.vfs import ProposalStore, ThreadStore
 
-    threads = ThreadStore(ctx.store.db)
+    threads = ctx.memory.threads
     tid: str | None = None
     if thread_id:
         try:
@@ -169,7 +168,7 @@ def run_cmd(ctx: Ctx, args: tuple[str, ...], thread_id: str | None, resume: bool
                 break
 
     hooks = Hooks(on_tool_call=on_call, on_tool_result=on_result)
-    queue = ProposalStore(ctx.store.db)
+    queue = ctx.memory.queue
     decided: list[str] = []  # which approval rule decided each edit or call, in order
     rules = agent_rules(view, queue, by="memagent run", unattended=unattended, heard=decided.append)
     hub = McpHub()

@@ -25,10 +25,8 @@ from memagent.vfs import shown, when
 @handled
 def threads_cmd(ctx: Ctx, agent: str | None, limit: int) -> None:
     """List AGENT's chat threads (newest first): id, last activity, messages, title."""
-    from memagent.vfs import ThreadStore
-
     view = ctx.view(agent)
-    items = ThreadStore(ctx.store.db).list(view.agent, limit)
+    items = ctx.memory.threads.list(view.agent, limit)
     if not items:
         click.echo(f"Agent {view.agent} has no threads yet; `memagent chat {view.agent}` starts one.")
         return

@@ -68,8 +68,8 @@ from memagent.vfs import (
     AlreadyExists,
     ChangedSince,
     InvalidPath,
+    Memory,
     NotFound,
-    SqlStore,
     Store,
     ValidationFailed,
     check_agent_name,
@@ -180,9 +180,7 @@ def export_cmd(ctx: Ctx, agent: str, outdir: Path, format_name: str, as_zip: boo
         for info in infos:
             memory[info.path] = ctx.store.read(scope, info.path).content
             bar.advance()
-        from memagent.vfs import RuleBook
-
-        options = ExportOptions(agent=agent, rules=RuleBook(ctx.store, agent).rules())
+        options = ExportOptions(agent=agent, rules=ctx.memory.rules(agent).rules())
         notes: list[Note] = []
         try:
             if do_probe:
@@ -455,7 +453,7 @@ def import_cmd(ctx: Ctx, source: Path, agent: str, format_name: str, yes: bool) 
         except click.Abort:
             click.echo()
             fail("import cancelled; nothing was stored (pass --yes to import without asking)")
-    _test_stop_points(store)
+    _test_stop_points(ctx.memory)
     try:
         store.bulk_write(scope, changed, author="import", approval="cli",
                          message=f"import from {source.name or source} ({fmt.name})",
@@ -494,7 +492,7 @@ def _snapshot(store: Store, scope: str, files: Mapping[str, str]) -> tuple[dict[
 STOP_AT = "MEMAGENT_TEST_IMPORT_STOP_AT"
 
 
-def _test_stop_points(store: SqlStore) -> None:
+def _test_stop_points(memory: Memory) -> None:
     """Test-only: with ``MEMAGENT_TEST_IMPORT_STOP_AT=N``, stop before the Nth database step of the write.
 
     The steps are the SQL statements and the commit that this thread runs from here
@@ -521,10 +519,7 @@ def _test_stop_points(store: SqlStore) -> None:
             sys.stderr.flush()
             sys.stdin.readline()
 
-    from sqlalchemy import event
-
-    event.listen(store.engine, "before_cursor_execute", lambda _c, _cur, statement, *_a: step(statement))
-    event.listen(store.engine, "commit", lambda _conn: step("COMMIT"))
+    memory.on_statement(step)
 
 
 def _clean(files: Mapping[str, str], notes: list[Note]) -> dict[str, str]:

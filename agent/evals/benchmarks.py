@@ -60,7 +60,7 @@ from memagent.agent.evals.scenario import Scenario, Step, Turn
 from memagent.agent.model import Model, ModelError, ModelRequest
 from memagent.agent.reflection import reflect
 from memagent.validators.nesting import MAX_DEPTH, line_and_column, too_deep
-from memagent.vfs import AgentView, ProposalStore, SqlStore, ThreadStore
+from memagent.vfs import AgentView, Memory, SqlStore
 
 Benchmark = Literal["longmemeval", "locomo"]
 F1_PASS = 0.5
@@ -319,7 +319,7 @@ def _seed(store: SqlStore, agent: str, model_name: str, history: History) -> tup
     """The agent with the history as past threads; conversation file path -> session id."""
     store.create_agent(agent, {})
     view = AgentView(store, agent, user="eval")
-    threads = ThreadStore(store.db)
+    threads = Memory.of(store).threads
     ids = threads.create_many(agent, model_name, [msgs for _, _, msgs in history.sessions])
     files: dict[str, str] = {}
     for tid, (sid, _, _) in zip(ids, history.sessions, strict=True):
@@ -367,7 +367,7 @@ def answer_questions(kind: Benchmark, histories: Iterable[History], model: Model
             _seed(store, agent, model.name, history)
             counting = Counting(model)
             if use_reflect:
-                reflect(AgentView(store, agent, user="eval"), counting, ProposalStore(store.db), yolo=True)
+                reflect(AgentView(store, agent, user="eval"), counting, Memory.of(store).queue, yolo=True)
             for q in history.questions:
                 started = time.perf_counter()
                 scenario = Scenario(name=f"{kind}/{q.id}", description=q.kind, source=q.id,

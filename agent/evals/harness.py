@@ -47,7 +47,7 @@ from memagent.agent.pricing import cost_usd
 from memagent.agent.reflection import reflect
 from memagent.agent.tools import ApprovalRequest, ToolResult
 from memagent.validators import validate
-from memagent.vfs import AgentView, ProposalStore, SqlStore, ThreadStore, VfsError, open_store, unified_diff
+from memagent.vfs import AgentView, Memory, SqlStore, VfsError, open_store, unified_diff
 
 Templates = Callable[[str], dict[str, str]]
 
@@ -270,7 +270,7 @@ class Run:
         self.memory = memory
         self.result = ScenarioResult(scenario.name, run, memory=memory)
         self.view = AgentView(store, agent, user=EVAL_USER)
-        self.threads = ThreadStore(store.db)
+        self.threads = Memory.of(store).threads
         self.ui = ui or EvalUI()
         self.session: Session | None = None
         self.answer = ""
@@ -365,7 +365,7 @@ class Run:
             if not self.memory:
                 self.answer = "reflect skipped: memory is withheld (--no-memory)"
                 return
-            queue = ProposalStore(self.store.db)
+            queue = Memory.of(self.store).queue
             outcome = reflect(self.view, self.model, queue, yolo=step.approve == "all")
             self.answer = outcome.message
             return

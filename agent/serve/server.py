@@ -90,6 +90,7 @@ from memagent.vfs import (
     RuleBook,
     StaleVersion,
     VfsError,
+    memory_of,
 )
 
 if TYPE_CHECKING:
@@ -180,8 +181,9 @@ class Session:
         self.lock = threading.Lock()
         gate = FixedGate("yolo" if mode == "yolo" else "client")
         # The agent's approval rules first; "ask" (no rule) is what --approval says.
-        database = getattr(view.store, "db", None)
-        proposals = queue if queue is not None else ProposalStore(database) if database is not None else None
+        # A store with no database (a double) and no queue given has no review queue.
+        records = memory_of(view) if queue is None else None
+        proposals = queue if queue is not None else records.queue if records is not None else None
         rules = (agent_rules(view, proposals, by=client) if proposals is not None
                  else RuledApproval(RuleBook(view.store, view.agent)))  # a store without a queue: queue rules refuse
         self.memory = MemoryTools(view, gate, author="agent",
