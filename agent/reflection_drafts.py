@@ -35,6 +35,7 @@ from memagent.vfs import (
     NewProposal,
     NotFound,
     ProposalOp,
+    StaleVersion,
     apply_edit,
     check_message,
     reason_line,
@@ -121,20 +122,32 @@ class DraftTools:
             draft.reasons.append(line)
         return ToolResult(f"Proposed: {verb} {draft.shown} (stored for review when you finish; not applied).")
 
-    def _write_file(self, file_path: str, content: str, reason: str = "") -> ToolResult:
+    def _checked(self, file_path: str, expected_version: int | None) -> Draft:
+        """The draft of ``file_path``; with ``expected_version`` (the definitions offer it, as the
+        memory tools do), refused unless that is the version the draft started from, which is
+        what read_file shows for the path during the run (0: no file)."""
         draft = self._current(file_path)
+        if expected_version is not None and expected_version != draft.base_version:
+            now = f"version {draft.base_version}" if draft.base_version else "no file"
+            raise StaleVersion(f"{draft.shown} is at {now} in this run, not version {expected_version}; "
+                               "read it again and re-apply your change")
+        return draft
+
+    def _write_file(self, file_path: str, content: str, reason: str = "",
+                    expected_version: int | None = None) -> ToolResult:
+        draft = self._checked(file_path, expected_version)
         return self._record(draft, content, reason, "write")
 
     def _edit_file(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False,
-                   reason: str = "") -> ToolResult:
-        draft = self._current(file_path)
+                   reason: str = "", expected_version: int | None = None) -> ToolResult:
+        draft = self._checked(file_path, expected_version)
         if draft.after is None:
             raise NotFound(f"no file at {draft.shown}; use write_file to propose a new file")
         after = apply_edit(draft.shown, draft.after, old_string, new_string, replace_all)
         return self._record(draft, after, reason, "edit")
 
-    def _delete_file(self, file_path: str, reason: str = "") -> ToolResult:
-        draft = self._current(file_path)
+    def _delete_file(self, file_path: str, reason: str = "", expected_version: int | None = None) -> ToolResult:
+        draft = self._checked(file_path, expected_version)
         if draft.after is None:
             raise NotFound(f"no file at {draft.shown}; nothing to delete")
         return self._record(draft, None, reason, "delete")

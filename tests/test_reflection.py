@@ -234,6 +234,25 @@ def test_drafts_validate_and_read_back(view: AgentView, store: SqlStore) -> None
     assert p.after == "# Preferences\n- Be concise.\n- Use bullet points for summaries.\n"
 
 
+def test_drafts_take_expected_version_as_the_memory_tools_do(view: AgentView, store: SqlStore) -> None:
+    # The draft tools offer the memory tools' definitions, expected_version included: a model
+    # that passes the version read_file showed is answered, not told its arguments are bad.
+    converse(store, "a", "shorter rule")
+    version = view.read("/AGENTS.md").version
+    model = ScriptedModel()
+    model.enqueue_tool_use("edit_file", {**edit_rule()[1], "expected_version": version + 1})
+    model.enqueue_tool_use("edit_file", {**edit_rule()[1], "expected_version": version})
+    model.enqueue_tool_use("write_file", {"file_path": "/knowledge/new.md", "content": "- a fact\n",
+                                          "expected_version": 0})
+    model.enqueue_text("Done.")
+    result = reflect(view, model, queue_of(view))
+    results = [b for m in model.requests[-1]["messages"] if m["role"] == "user" for b in m["content"]
+               if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert results[0].get("is_error") and f"not version {version + 1}" in results[0]["content"]
+    assert not results[1].get("is_error") and not results[2].get("is_error")
+    assert sorted(p.path for p in result.proposals) == ["/AGENTS.md", "/knowledge/new.md"]
+
+
 def test_the_lock_lets_one_run_at_a_time(view: AgentView) -> None:
     queue = queue_of(view)
     first = queue.start_run("a")
