@@ -284,6 +284,8 @@ EXEMPT = ("vfs/backends/", "vfs/migrations/")
 # another database's URL itself, not a branch of code both databases run.)
 ONE_DATABASE_MODULES = frozenset({"sqlite", "postgres", "sqlite_fts"})
 BACKEND_OBJECTS = frozenset({"SQLITE", "POSTGRES"})
+# Features fields that name one database's index: read by that backend only.
+ONE_DATABASE_FEATURES = frozenset({"sqlite_fts", "sqlite_pending", "pg_trgm"})
 
 
 def _names_a_dialect(node: ast.AST) -> bool:
@@ -322,6 +324,8 @@ def dialect_branches(source: str, filename: str) -> list[str]:
             what = "a comparison with one database's backend"
         elif isinstance(node, ast.ImportFrom) and _imports_one_database(node):
             what = "an import of one database's backend module"
+        elif isinstance(node, ast.Attribute) and node.attr in ONE_DATABASE_FEATURES:
+            what = f"a look at one database's index (.{node.attr})"
         if what is not None:
             found.append(f"{filename}:{node.lineno}: {what}")
     return found
@@ -360,7 +364,7 @@ def test_the_scan_catches_each_kind_of_dialect_branch() -> None:
 
 
 def test_the_scan_catches_the_forms_it_once_missed() -> None:
-    # What vfs/db.py, vfs/ranking.py and vfs/fts.py did before their code moved into the backends.
+    # What vfs/db.py, ranking.py, fts.py and regexfilter.py did before their code moved into the backends.
     old = textwrap.dedent('''
         from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, postgres_roles
         from memagent.vfs.backends.postgres import PG_CANDIDATES
@@ -375,4 +379,4 @@ def test_the_scan_catches_the_forms_it_once_missed() -> None:
         from memagent.vfs.backends.postgres_roles import PermissionDenied
     ''')
     lines = sorted(int(f.split(":")[1]) for f in dialect_branches(old, "old.py"))
-    assert lines == [2, 3, 4, 5, 7]  # not the role commands' module (11, 12)
+    assert lines == [2, 3, 4, 5, 7, 9]  # not the role commands' module (11, 12)

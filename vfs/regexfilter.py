@@ -28,18 +28,16 @@ and grep run instead of Python's backtracking ``re`` where one exists.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, bindparam, literal_column, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import ColumnElement, Connection
 
+from .backends import backend_for
 from .fts import Features
-from .models import files
 from .regextree import Refuse, build, build_exact, has_unicode_boundary, pg_syntax, re2_syntax
 
 
@@ -180,45 +178,6 @@ def for_regex(regex: re.Pattern[str]) -> LineFilter | None:
     return translate(regex.pattern, regex.flags)
 
 
-def pg_condition(pg_pattern: str) -> ColumnElement[bool]:
-    # Inline (literal_execute), as fts.py does for LIKE: a generic plan with a bound
-    # parameter could not let pg_trgm read the regex.
-    return files.c.content.bool_op("~")(bindparam(None, pg_pattern, literal_execute=True))
-
-
-# pg_trgm extracts no trigram from a pattern that can match the empty string: the
-# plan of that is a full index scan, the yardstick for "the index does not narrow".
-_FULL_SCAN = "(?n)"
-
-
-def _bitmap_cost(conn: Connection, pg_pattern: str) -> float:
-    query: Select[Any] = select(literal_column("1")).select_from(files).where(pg_condition(pg_pattern))
-    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    plan = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + sql).scalar_one()
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return float(plan[0]["Plan"]["Total Cost"])
-
-
-def pg_index_narrows(conn: Connection, pg_pattern: str) -> bool:
-    """True if pg_trgm's index can narrow ``content ~ pg_pattern``.
-
-    pg_trgm reads trigrams out of many regexes (``[0-9]{3}-[0-9]{4}``: 14 ms instead
-    of a 300 ms scan at 10,000 files) but not all (``[0-9]{5}``); forcing the index
-    then costs a full index scan on top of reading every file. Ask the planner,
-    in a savepoint so that neither the setting nor an error (Postgres refusing the
-    pattern) outlives the question.
-    """
-    try:
-        with conn.begin_nested() as probe:
-            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
-            narrows = _bitmap_cost(conn, pg_pattern) < 0.5 * _bitmap_cost(conn, _FULL_SCAN)
-            probe.rollback()
-    except DBAPIError:
-        return False
-    return narrows
-
-
 def choose(conn: Connection, features: Features, regex: re.Pattern[str]
            ) -> tuple[ColumnElement[bool] | None, Callable[[str], bool] | None]:
     """For a pattern no literal narrows: a WHERE condition, or a per-text check.
@@ -230,8 +189,9 @@ def choose(conn: Connection, features: Features, regex: re.Pattern[str]
     found = for_regex(regex)
     if found is None:
         return None, None
-    if features.pg_trgm and pg_index_narrows(conn, found.pg_pattern):
-        return pg_condition(found.pg_pattern), None
+    where = backend_for(conn).regex_prefilter(conn, features, found.pg_pattern)
+    if where is not None:
+        return where, None
     if found.compiled is None:
         return None, None
     return None, found.keep

@@ -183,6 +183,12 @@ class Backend(Protocol):
         None when this database has no index for it (grep scans)."""
         ...
 
+    def regex_prefilter(self, conn: Connection, features: Features, pg_pattern: str) -> ColumnElement[bool] | None:
+        """For a regex no literal narrows (``pg_pattern``: the regex in Postgres' syntax,
+        ``regextree.pg_syntax``): a WHERE condition the database's own index answers, when it
+        narrows the search; None when grep should read every text (RE2 pre-checks them)."""
+        ...
+
     def search_features(self, conn: Connection) -> Features:
         """Which grep pre-filter indexes the database has."""
         ...

@@ -12,12 +12,27 @@ run in autocommit, saving the BEGIN and COMMIT round trips; the GIN indexes of
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Connection, Engine, bindparam, cast, create_engine, event, insert, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Select,
+    bindparam,
+    cast,
+    create_engine,
+    event,
+    insert,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 
 from memagent.vfs.backends import postgres_roles
 from memagent.vfs.backends.base import (
@@ -30,7 +45,7 @@ from memagent.vfs.backends.base import (
     in_scopes,
     raw_fetch_one,
 )
-from memagent.vfs.models import revisions, threads
+from memagent.vfs.models import files, revisions, threads
 from memagent.vfs.types import Entry
 
 _HEAD_SQL = "SELECT content, version, deleted FROM files WHERE scope = %s AND path = %s"
@@ -193,6 +208,45 @@ def _direct_to_server(dbapi_conn: Any) -> bool:
         return False
 
 
+def pg_condition(pg_pattern: str) -> ColumnElement[bool]:
+    # Inline (literal_execute), as fts.py does for LIKE: a generic plan with a bound
+    # parameter could not let pg_trgm read the regex.
+    return files.c.content.bool_op("~")(bindparam(None, pg_pattern, literal_execute=True))
+
+
+# pg_trgm extracts no trigram from a pattern that can match the empty string: the
+# plan of that is a full index scan, the yardstick for "the index does not narrow".
+_FULL_SCAN = "(?n)"
+
+
+def _bitmap_cost(conn: Connection, pg_pattern: str) -> float:
+    query: Select[Any] = select(literal_column("1")).select_from(files).where(pg_condition(pg_pattern))
+    sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    plan = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + sql).scalar_one()
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return float(plan[0]["Plan"]["Total Cost"])
+
+
+def pg_index_narrows(conn: Connection, pg_pattern: str) -> bool:
+    """True if pg_trgm's index can narrow ``content ~ pg_pattern``.
+
+    pg_trgm reads trigrams out of many regexes (``[0-9]{3}-[0-9]{4}``: 14 ms instead
+    of a 300 ms scan at 10,000 files) but not all (``[0-9]{5}``); forcing the index
+    then costs a full index scan on top of reading every file. Ask the planner,
+    in a savepoint so that neither the setting nor an error (Postgres refusing the
+    pattern) outlives the question.
+    """
+    try:
+        with conn.begin_nested() as probe:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            narrows = _bitmap_cost(conn, pg_pattern) < 0.5 * _bitmap_cost(conn, _FULL_SCAN)
+            probe.rollback()
+    except DBAPIError:
+        return False
+    return narrows
+
+
 class PostgresBackend:
     """``Backend`` for Postgres (the psycopg 3 driver)."""
 
@@ -307,6 +361,9 @@ class PostgresBackend:
                        query: PrefilterQuery) -> ColumnElement[bool] | None:
         # pg_trgm's GIN index answers LIKE/ILIKE, and Postgres re-checks the LIKE itself.
         return query.like() if features.pg_trgm else None
+
+    def regex_prefilter(self, conn: Connection, features: Features, pg_pattern: str) -> ColumnElement[bool] | None:
+        return pg_condition(pg_pattern) if features.pg_trgm and pg_index_narrows(conn, pg_pattern) else None
 
     def search_features(self, conn: Connection) -> Features:
         found = conn.execute(text(

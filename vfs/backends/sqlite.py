@@ -179,6 +179,9 @@ class SqliteBackend:
             sql += " UNION ALL SELECT id FROM fts_pending"
         return files.c.id.in_(text(sql).bindparams(q=query.fts5(), **bounds).columns(id=Integer))
 
+    def regex_prefilter(self, conn: Connection, features: Features, pg_pattern: str) -> ColumnElement[bool] | None:
+        return None  # no index reads a regex here: RE2 skips the texts that cannot match
+
     def search_features(self, conn: Connection) -> Features:
         have = set(conn.scalars(text(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('files_fts', 'fts_pending')")))
