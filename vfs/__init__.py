@@ -1,7 +1,9 @@
 """The virtual filesystem: versioned files in scopes, stored in SQLite or Postgres.
 
-Entry point: ``open_store(url)`` migrates the database and returns a ``SqlStore``
-(close it with ``close()``, or use it as a context manager). Changes take one path:
+Entry points: ``open_memory(url)`` migrates the database and returns a ``Memory``
+(files, threads, review queue, approval rules, vectors; vfs/memory.py); ``open_store(url)``
+is its store alone, a ``SqlStore`` (close either with ``close()``, or use it as a
+context manager). Changes take one path:
 ``prepare_*`` returns a ``PendingChange`` (types.py), ``commit`` stores it
 (revisions.py). Diagnostics go to the ``memagent.vfs`` logger, silent unless the
 application configures logging. This package never imports ``memagent.agent``.
