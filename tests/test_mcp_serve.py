@@ -519,9 +519,9 @@ class ChatModel:
         if use["name"] == "read_file":
             if self.turn == 1:
                 self.first_read.set()
-                assert self.hold_first_write.wait(30), "the MCP side never wrote"
+                assert self.hold_first_write.wait(LIMIT), "the MCP side never wrote"
             if self.turn == 2:
-                assert self.hold_second_write.wait(30), "the MCP side never read again"
+                assert self.hold_second_write.wait(LIMIT), "the MCP side never read again"
             line = f"chat-{self.turn}"
             return self._tool("write_file", {"file_path": "/notes.md", "content": numbered_to_text(text) + line + "\n"})
         self.told.append((use["input"]["content"].splitlines()[-1], bool(result.get("is_error")), text))
@@ -560,6 +560,12 @@ def test_two_harnesses_edit_one_agent(fresh_pg_url: str, api: FakeMessagesAPI, c
             stdout, stderr = proc.communicate()
         chat_out.update(rc=proc.returncode, out=stdout.decode(), err=stderr.decode())
 
+    def until(event: threading.Event) -> bool:
+        while not event.wait(0.5):
+            if chat_out:  # the chat has exited: the event can no longer come
+                return event.is_set()
+        return True
+
     async def write(c: Client, line: str) -> None:
         is_err, text = await call(c, "read_file", file_path="/notes.md")
         assert not is_err
@@ -571,13 +577,16 @@ def test_two_harnesses_edit_one_agent(fresh_pg_url: str, api: FakeMessagesAPI, c
         async with stdio() as c, anyio.create_task_group() as tg:
             tg.start_soon(anyio.to_thread.run_sync, chat)
             # 1. chat has read version 1; the MCP client writes over it: the chat's write is stale.
-            assert await anyio.to_thread.run_sync(first_read.wait, 30)
+            # Waits end on the event, or as soon as the chat has exited (it then never comes);
+            # only the case's own deadline (LIMIT) bounds them: a busy machine may take a
+            # while to start the chat, and no event depends on how long that takes.
+            assert await anyio.to_thread.run_sync(until, first_read)
             await write(c, "mcp-1")
             mcp_wrote.set()
             # 2. the MCP client reads, chat then writes: the MCP client's write is stale.
             is_err, seen = await call(c, "read_file", file_path="/notes.md")
             model.hold_second_write.set()
-            assert await anyio.to_thread.run_sync(model.wrote_second.wait, 30)
+            assert await anyio.to_thread.run_sync(until, model.wrote_second)
             result = await call(c, "write_file", file_path="/notes.md", content=numbered_to_text(seen) + "mcp-2\n")
             mcp_told.append(("mcp-2", *result))
             # 3. both at once, at random.
