@@ -705,12 +705,18 @@ def test_scanning_crafted_input_stays_linear(unit: str) -> None:
 
 def assert_same_as_reference(text: str) -> None:
     candidates = scanner._Candidates(text)
+    # Searched only for the anchors RE2's sets say occur (None: none occurs).
+    narrowed = scanner._candidates(text)
     # The anchor layer finds every occurrence of every literal, overlapping ones too...
     folded = scanner._fold(text)
     for is_folded, literal in scanner._group_of():
         target = folded if is_folded else text
         expected = [m.start() for m in re.finditer(f"(?={re.escape(literal)})", target)]
         assert candidates._occurrences(is_folded, literal) == expected, literal
+        assert (narrowed._occurrences(is_folded, literal) if narrowed else []) == expected, literal
+    for key, finder in scanner._followed_finders().items():
+        expected = [m.start() for m in finder.finditer(folded if key[0] else text)]
+        assert (narrowed._found[key] if narrowed else []) == expected == candidates._found[key], key
     # ...and the rules, tried only there, match exactly where finditer does.
     for rule in scanner._RULES:
         fast = [m.span() for m in scanner._fast_matches(rule, text, candidates.starts(rule))]
