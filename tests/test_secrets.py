@@ -716,7 +716,10 @@ def assert_same_as_reference(text: str) -> None:
         assert (narrowed._occurrences(is_folded, literal) if narrowed else []) == expected, literal
     for key, finder in scanner._followed_finders().items():
         expected = [m.start() for m in finder.finditer(folded if key[0] else text)]
-        assert (narrowed._found[key] if narrowed else []) == expected == candidates._found[key], key
+        assert (narrowed._occurrences(*key) if narrowed else []) == expected == candidates._occurrences(*key), key
+    # Only the rules one of whose anchors occurs are tried; every other has no start.
+    tried = set(map(id, narrowed.rules())) if narrowed else set()
+    assert all(id(rule) in tried for rule in scanner._RULES if candidates.starts(rule))
     # ...and the rules, tried only there, match exactly where finditer does.
     for rule in scanner._RULES:
         fast = [m.span() for m in scanner._fast_matches(rule, text, candidates.starts(rule))]
