@@ -98,6 +98,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = [item for _, item in keyed]
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The 15 costliest modules (set-up, call and tear-down of all their tests): what
+    ``SLOW_FIRST`` is ordered by, and where the suite's time budget goes."""
+    totals: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                module = report.nodeid.split("::", 1)[0]
+                totals[module] = totals.get(module, 0.0) + report.duration
+    if not totals:
+        return
+    terminalreporter.write_sep("=", f"slowest modules (worker seconds; all: {sum(totals.values()):.0f} s)")
+    for module, seconds in sorted(totals.items(), key=lambda kv: -kv[1])[:15]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {module}")
+
+
 @pytest.hookimpl(tryfirst=True)  # before the fixture's own params are applied
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Add the ``pgbouncer`` case to ``backend_url`` in the chosen modules."""
