@@ -105,7 +105,7 @@ class _Literal(NamedTuple):
     others: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: _subgroup's cache key (a field hash cost ~50 µs)
 class _Group:
     folded: bool
     # Starts with a literal (the hinge), so re searches for it with its fast
@@ -254,17 +254,22 @@ class _Candidates:
         folded = _fold(text)
         # Anchors not searched for occur nowhere: absent keys read as no occurrence.
         self._found: dict[tuple[bool, str], list[int]] = {}
-        for group in _all_groups():
-            if present is not None:
+        followed = _followed_finders()
+        if present is None:
+            groups: Iterable[_Group] = _all_groups()
+            keys: Iterable[tuple[bool, str]] = followed
+        else:  # the groups of the present anchors only, each once, in no particular order
+            group_of = _group_of()
+            groups = {id(g): g for key in present if (g := group_of.get(key)) is not None}.values()
+            keys = (key for key in present if key in followed)
+        for group in groups:
+            if present is not None and len(group.literals) > 2:
                 live = group.keys & present
-                if not live:
-                    continue
-                if len(live) < len(group.keys) and len(group.literals) > 2:
+                if len(live) < len(group.keys):
                     group = _subgroup(group, live)
             self._search(group, folded if group.folded else text)
-        for key, finder in _followed_finders().items():
-            if present is None or key in present:
-                self._found[key] = [m.start() for m in finder.finditer(folded if key[0] else text)]
+        for key in keys:
+            self._found[key] = [m.start() for m in followed[key].finditer(folded if key[0] else text)]
 
     def rules(self) -> list[_Rule]:
         """The rules one of whose anchors occurs, in the table's order: no other can match."""
