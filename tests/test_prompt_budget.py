@@ -27,7 +27,7 @@ from memagent.agent.chat.session import ShownText
 from memagent.agent.cli import templates
 from memagent.agent.context import estimate
 from memagent.agent.evals.harness import Counting
-from memagent.agent.model import ModelError, ModelRequest
+from memagent.agent.model import ModelError, ModelRequest, registry
 from memagent.agent.model.providers.local import LocalModel
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.prompt import APPLY_PREFERENCES, base_instructions
@@ -242,3 +242,18 @@ def test_the_compact_prefix_is_byte_identical_between_turns(store: SqlStore) -> 
     assert [json.dumps(m, ensure_ascii=False) for m in second["messages"][:len(sent)]] == sent
     assert second["messages"][0]["role"] == "system"
     assert second["max_tokens"] <= 1024  # the local provider's cap on one answer
+
+
+def test_the_chat_model_carries_its_profile_before_it_is_built() -> None:
+    """The chat builds its client on a thread (``models.background``) while the agent's prompt
+    is chosen: the local model must get the compact prompt there too (it got the full one,
+    2,563 tokens by llama.cpp's count for a first "hi", before the profile was known early)."""
+    from memagent.agent.cli import models
+
+    opts = registry.DEFAULT_OPTIONS
+    local = models.background("local", opts)
+    assert registry.info("local").prompt_profile == LocalModel.prompt_profile == "compact"
+    assert profile_of(ShownText(local)) == "compact"
+    assert profile_of(ShownText(models.background("claude-sonnet-5-5", opts))) == "full"
+    # Choosing the profile built nothing: no server started, no SDK client made.
+    assert local._started is False and local._model is None

@@ -39,7 +39,6 @@ from memagent.agent.cli.models import stream_enabled
 from memagent.agent.context import DEFAULT_BUDGET, MIN_BUDGET, budget_for
 from memagent.agent.loop import DEFAULT_MAX_STEPS as MAX_STEPS_DEFAULT
 from memagent.agent.model import DEFAULT_MODEL as MODEL_DEFAULT
-from memagent.agent.model import registry
 
 # The model client, the session and the UI are imported inside ``chat``: importing a
 # provider SDK takes over a second, which every other command would pay otherwise.
@@ -115,8 +114,6 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
     """
     if thread_id and resume:
         raise click.UsageError("--thread and --resume cannot be used together; pick one")
-    from memagent.agent.model.startup import BackgroundModel
-
     # A missing agent is the first thing to say, before a missing key.
     view = ctx.view(agent)
     name = models.model_id(model_name)
@@ -126,7 +123,7 @@ def chat(ctx: Ctx, agent: str | None, thread_id: str | None, resume: bool, yolo:
         context_budget = budget_for(models.context_window(name, opts))
     # A provider SDK takes over a second to import: build the client on a thread
     # while the session starts and the person types.
-    model = BackgroundModel(name, lambda: registry.build(name, opts))
+    model = models.background(name, opts)
 
     from memagent.agent.chat import slash
     from memagent.agent.chat.session import build_session

@@ -22,12 +22,15 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memagent.agent.cli.common import fail, handled
 from memagent.agent.model import DEFAULT_MODEL, Model, ModelError, local_weights, registry
+
+if TYPE_CHECKING:
+    from memagent.agent.model.startup import BackgroundModel
 from memagent.agent.model.base import one_line
 from memagent.agent.model.registry import ModelOptions
 
@@ -127,6 +130,20 @@ def context_window(name: str, opts: ModelOptions) -> int | None:
         return registry.info(name, opts).context_window
     except ModelError:
         return None
+
+
+def background(name: str, opts: ModelOptions) -> BackgroundModel:
+    """The chat's model: built on a thread (an SDK import takes over a second) while the
+    session starts, already carrying the prompt profile the built model will declare, so
+    the agent's prompt is chosen right before the model exists (a local model gets the
+    compact prompt in chat as in ``run``)."""
+    from memagent.agent.model.startup import BackgroundModel
+
+    try:
+        profile = registry.info(name, opts).prompt_profile
+    except ModelError:
+        profile = None
+    return BackgroundModel(name, lambda: registry.build(name, opts), prompt_profile=profile)
 
 
 # --------------------------------------------------------------------------- memagent models

@@ -102,6 +102,10 @@ class ModelInfo:
 
     context_window: int | None = None  # tokens; None: unknown (the context budget keeps its default)
     price: Price | None = None  # None: cost shown as tokens only
+    # The prompt profile the model's built ``Model`` will declare (``prompt_profile``), known
+    # before it is built: the chat builds its client on a thread (``startup.BackgroundModel``)
+    # while the agent's prompt is already being chosen. None: the default (full).
+    prompt_profile: str | None = None
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,12 @@ def api_key_configured() -> bool:
 class BackgroundModel:
     """A ``Model`` built by ``factory`` on a background thread, used once it is ready."""
 
-    def __init__(self, name: str, factory: Callable[[], Model]) -> None:
+    def __init__(self, name: str, factory: Callable[[], Model], *, prompt_profile: str | None = None) -> None:
         self.name = name
+        # What the built model will declare (``registry.info``): the agent's prompt is chosen
+        # (``profiles.profile_of``) before the model is built. Absent: the default profile.
+        if prompt_profile is not None:
+            self.prompt_profile = prompt_profile
         self._factory = factory
         self._model: Model | None = None
         self._error: ModelError | None = None

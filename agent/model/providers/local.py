@@ -182,7 +182,7 @@ class LocalProvider:
         )
 
     def info(self, model: str, options: ModelOptions = DEFAULT_OPTIONS) -> ModelInfo:
-        return ModelInfo(context_window=CONTEXT)
+        return ModelInfo(context_window=CONTEXT, prompt_profile=LocalModel.prompt_profile)
 
     def local_models(self, options: ModelOptions = DEFAULT_OPTIONS) -> list[str]:
         return [DEFAULT_NAME] if local_weights.pulled() else []
