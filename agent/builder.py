@@ -26,18 +26,18 @@ from memagent.agent.model import Model
 from memagent.agent.profiles import profile_of
 from memagent.agent.prompt import NoMemoryPrompt, Profile, PromptBuilder
 from memagent.agent.subagents import run_subagent
-from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolBox, ToolProvider, ToolResult
+from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval, TaskTool, ToolResult
 from memagent.agent.tools.mcp import McpTools, Warn
 from memagent.agent.tools.memory import agent_rules
-from memagent.agent.tools.search import SearchTools
-from memagent.vfs import AgentView, RuleBook, ThreadStore, memory_of
+from memagent.agent.tools.toolset import tool_box
+from memagent.vfs import AgentView, ThreadStore, memory_of
 
 
 def withhold_memory(agent: Agent) -> None:
     """The control of ``memagent eval --no-memory``: ``agent`` keeps its loop, gate and thread
     but is offered no tool (no file tools, no search, no subagents, no MCP tools of
     ``/tools.json``) and its system prompt holds nothing of memory (``NoMemoryPrompt``)."""
-    agent.tools = ToolBox([])
+    agent.tools = tool_box("control", agent.memory.view, memory=agent.memory)
     agent.prompt = NoMemoryPrompt(agent.memory.view.agent)
 
 
@@ -65,8 +65,7 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
         # ``ask`` and ``queue`` go (run: unattended) and to hear which rule decided. A store
         # with no database (a double) has no review queue: its ``queue`` rules refuse.
         records = memory_of(view)
-        rules = (agent_rules(view, records.queue, by="memagent session") if records is not None
-                 else RuledApproval(RuleBook(view.store, view.agent)))
+        rules = agent_rules(view, records.queue if records is not None else None, by="memagent session")
     mcp = (McpTools(view, mcp_hub, gate, warn=warn, rules=rules, background=mcp_background)
            if mcp_hub is not None else None)
     memory = MemoryTools(view, gate, log=log, check_tools_json=mcp.check_write if mcp else None, rules=rules,
@@ -80,12 +79,10 @@ def build_agent(view: AgentView, model: Model, *, gate: Gate | None = None,
     def has_subagents() -> bool:
         return bool(view.glob("subagents/*.md", "/"))
 
-    providers: list[ToolProvider] = [memory, SearchTools(view, compact=compact),
-                                     TaskTool(run_task, compact=compact, has_subagents=has_subagents)]
-    if mcp is not None:
-        providers.append(mcp)
+    tools = tool_box("agent", view, memory=memory, compact=compact, mcp=[mcp] if mcp is not None else [],
+                     task=TaskTool(run_task, compact=compact, has_subagents=has_subagents))
     prompt = PromptBuilder(view, mcp_lines=mcp.prompt_lines if mcp is not None else None, profile=profile)
-    agent = Agent(ToolBox(providers), model, memory=memory, threads=threads,
+    agent = Agent(tools, model, memory=memory, threads=threads,
                   thread_id=thread_id, hooks=hooks, max_steps=max_steps, model_factory=model_factory,
                   prompt=prompt)
     return agent

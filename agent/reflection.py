@@ -60,8 +60,8 @@ from memagent.agent.reflection_review import (
     review,
     split_lines,
 )
-from memagent.agent.tools import MemoryTools, ToolBox
-from memagent.agent.tools.search import SearchTools
+from memagent.agent.tools import MemoryTools
+from memagent.agent.tools.toolset import tool_box
 from memagent.vfs import (
     AgentView,
     Change,
@@ -241,7 +241,7 @@ def _ask(view: AgentView, model: Model, queue: ProposalStore, run_id: int | None
     reader = MemoryTools(view, NoGate())
     drafts = DraftTools(view, reader)
     hooks = Hooks(on_model_start=lambda: queue.heartbeat(run_id)) if run_id is not None else Hooks()
-    agent = Agent(ToolBox([drafts, SearchTools(view)]), model, memory=reader, hooks=hooks,
+    agent = Agent(tool_box("reflection", view, memory=drafts), model, memory=reader, hooks=hooks,
                   max_steps=REFLECT_MAX_STEPS)
     rejected = queue.recent_rejections(view.agent)
     lessons = ""

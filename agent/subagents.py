@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 from memagent.agent.model import ModelError
 from memagent.agent.profiles import profile_of
 from memagent.agent.prompt import SystemPrompt
-from memagent.agent.tools import READ_ONLY, MemoryTools, ToolBox, ToolResult
+from memagent.agent.tools import READ_ONLY, MemoryTools, ToolResult
 from memagent.agent.tools.mcp import McpTools
 from memagent.agent.tools.memory import DEFINITIONS
 from memagent.agent.tools.search import NAMES as SEARCH_NAMES
-from memagent.agent.tools.search import SearchTools
+from memagent.agent.tools.toolset import tool_box
 from memagent.validators import check_name, read_frontmatter, validate
 from memagent.vfs import NotFound
 
@@ -119,7 +119,7 @@ def run_subagent(parent: Agent, name: str, description: str) -> ToolResult:
     memory.origin = replace(parent.memory.origin, kind="subagent", detail=name)
     mcp = [p for p in parent.tools.providers if isinstance(p, McpTools)]
     hooks = replace(parent.hooks, on_text=_quiet)  # its answer is shown once, as the task result
-    child = Agent(ToolBox([memory, SearchTools(view, compact=compact), *mcp], allowed=allowed), model,
+    child = Agent(tool_box("subagent", view, memory=memory, compact=compact, mcp=mcp, allowed=allowed), model,
                   memory=memory, hooks=hooks, max_steps=SUBAGENT_MAX_STEPS,
                   prompt=FixedPrompt(f"You are the subagent '{name}'.\n\n{body}"))
     result = child.turn(description)

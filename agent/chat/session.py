@@ -41,10 +41,10 @@ from memagent.agent.loop import DEFAULT_MAX_STEPS, Agent, TurnResult
 from memagent.agent.mcp.client import McpHub
 from memagent.agent.model import Model, ModelError, ModelRequest, ModelResponse
 from memagent.agent.model.base import TextCallback
-from memagent.agent.tools import ChangeLog, MemoryTools, RuledApproval
+from memagent.agent.tools import ChangeLog, MemoryTools
 from memagent.agent.tools.mcp import McpTools
 from memagent.agent.tools.memory import agent_rules
-from memagent.vfs import AgentView, RuleBook, ThreadStore, memory_of
+from memagent.vfs import AgentView, ThreadStore, memory_of
 
 
 class ShownText:
@@ -233,8 +233,7 @@ def build_session(view: AgentView, model: Model, ui: UI, *, threads: ThreadStore
     # The agent's approval rules decide before the gate; chat says which rule decided. A
     # store with no database (a double) has no review queue: its ``queue`` rules refuse.
     records = memory_of(view)
-    rules = (agent_rules(view, records.queue, by="memagent chat", heard=ui.info) if records is not None
-             else RuledApproval(RuleBook(view.store, view.agent), heard=ui.info))
+    rules = agent_rules(view, records.queue if records is not None else None, by="memagent chat", heard=ui.info)
     ui.memory_paths = lambda: view.glob("**", "/")
     shown: Callable[[str], Model] | None = (
         (lambda name: ShownText(model_factory(name))) if model_factory else None)

@@ -74,10 +74,9 @@ from urllib.parse import quote, unquote
 
 import jsonschema
 
-from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome, ToolBox, ToolResult
-from memagent.agent.tools.history import HistoryTools
-from memagent.agent.tools.memory import Basis, RuledApproval, agent_rules
-from memagent.agent.tools.search import SearchTools
+from memagent.agent.tools import MUTATING, ApprovalRequest, MemoryTools, Outcome, ToolResult
+from memagent.agent.tools.memory import Basis, agent_rules
+from memagent.agent.tools.toolset import tool_box
 from memagent.vfs import (
     QUEUED_BY,
     AgentView,
@@ -87,7 +86,6 @@ from memagent.vfs import (
     Origin,
     PendingChange,
     ProposalStore,
-    RuleBook,
     StaleVersion,
     VfsError,
     memory_of,
@@ -184,13 +182,12 @@ class Session:
         # A store with no database (a double) and no queue given has no review queue.
         records = memory_of(view) if queue is None else None
         proposals = queue if queue is not None else records.queue if records is not None else None
-        rules = (agent_rules(view, proposals, by=client) if proposals is not None
-                 else RuledApproval(RuleBook(view.store, view.agent)))  # a store without a queue: queue rules refuse
+        rules = agent_rules(view, proposals, by=client)  # a store without a queue: queue rules refuse
         self.memory = MemoryTools(view, gate, author="agent",
                                   defer=self._enqueue if mode == "queue" else None, rules=rules)
         self.memory.origin = Origin("mcp", detail=client)
         self.watched = _Watched(self.memory)
-        self.box = ToolBox([self.watched, SearchTools(view), HistoryTools(view)])
+        self.box = tool_box("serve", view, memory=self.watched)
         # Per view path: the reads answered that no write has used yet (see the module docstring).
         self.bases: dict[str, Bases] = {}
         self.schemas = {d["name"]: d["input_schema"] for d in self.box.definitions()}

@@ -265,12 +265,14 @@ class RuledApproval:
         return found
 
 
-def agent_rules(view: AgentView, proposals: ProposalStore, *, by: str, unattended: Action | None = None,
+def agent_rules(view: AgentView, proposals: ProposalStore | None, *, by: str, unattended: Action | None = None,
                 heard: Callable[[str], None] | None = None) -> RuledApproval:
     """The approval rules of ``view``'s agent, queueing into its review queue as ``by``
-    (``memagent chat``, ``memagent run``, an MCP client: what review shows)."""
-    return RuledApproval(RuleBook(view.store, view.agent), queue_policy(proposals, view.agent, by=by),
-                         unattended, heard)
+    (``memagent chat``, ``memagent run``, an MCP client: what review shows). Every session
+    applies them through here; ``proposals`` None (a store double has no review queue):
+    ``queue`` rules refuse."""
+    queue = queue_policy(proposals, view.agent, by=by) if proposals is not None else None
+    return RuledApproval(RuleBook(view.store, view.agent), queue, unattended, heard)
 
 
 class MemoryTools:
