@@ -192,13 +192,15 @@ agent_option = click.option(
 )
 
 
-def memory_command(group: click.Group, name: str,
-                   *params: Callable[[F], F]) -> Callable[[Callable[..., None]], click.Command]:
+def memory_command(group: click.Group, name: str, *params: Callable[[F], F],
+                   dash_arguments: bool = False) -> Callable[[Callable[..., None]], click.Command]:
     """``group.command(name)`` for a command on one agent's memory.
 
     Adds ``params`` (click arguments and options, in the order given), then
     ``--agent``; the function receives the ``Ctx`` first, and its user-facing
-    errors become one line (``handled``).
+    errors become one line (``handled``). ``dash_arguments``: a word that starts with
+    ``-`` but is no option of the command is an argument (``fs edit PATH "- old" "- new"``:
+    most memory lines start with "- "); a mistyped option then shows as an extra argument.
     """
 
     def wrap(fn: Callable[..., None]) -> click.Command:
@@ -206,6 +208,7 @@ def memory_command(group: click.Group, name: str,
         decorated = agent_option(decorated)
         for param in reversed(params):
             decorated = param(decorated)
-        return group.command(name)(decorated)
+        settings = {"ignore_unknown_options": True} if dash_arguments else {}
+        return group.command(name, context_settings=settings)(decorated)
 
     return wrap

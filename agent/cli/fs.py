@@ -136,7 +136,8 @@ def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None
     click.argument("new_string", required=False),
     click.option("--all", "replace_all", is_flag=True, help="Replace every occurrence."),
     click.option("--expect-version", type=int, default=None, help="Refuse unless at this version."),
-    MESSAGE)
+    MESSAGE,
+    dash_arguments=True)
 def edit_cmd(ctx: Ctx, path: str, old_string: str | None, new_string: str | None, agent: str | None,
              replace_all: bool, expect_version: int | None, message: str) -> None:
     """Replace OLD_STRING with NEW_STRING in PATH (exact match, once unless --all).
@@ -242,7 +243,8 @@ def glob_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None) -> None:
                  help="Accepted as in grep: content lines always show their line number."),
     click.option("-r", "-R", "recursive", is_flag=True,
                  help="Accepted as in grep: the search always includes PATH's subfolders."),
-    click.option("--limit", type=int, default=200, show_default=True, help="Most results to print."))
+    click.option("--limit", type=int, default=200, show_default=True, help="Most results to print."),
+    dash_arguments=True)
 def grep_cmd(ctx: Ctx, pattern: str, path: str, agent: str | None, glob_: str | None,
              mode: str | None, files_only: bool, count: bool, case_insensitive: bool,
              fixed_strings: bool, line_number: bool, recursive: bool, limit: int) -> None:
@@ -307,19 +309,47 @@ def blame_cmd(ctx: Ctx, path: str, agent: str | None) -> None:
 
 @memory_command(fs, "diff",
     click.argument("path"),
-    click.option("--from", "from_", type=int, required=True, help="Older version."),
+    click.argument("versions", nargs=-1, type=int),
+    click.option("--from", "from_", type=int, default=None, help="Older version (or give it after PATH)."),
     click.option("--to", "to", type=int, default=None, help="Newer version (default: current)."))
-def diff_cmd(ctx: Ctx, path: str, agent: str | None, from_: int, to: int | None) -> None:
-    """Print a unified diff between two versions of PATH."""
-    out = ctx.view(agent).diff(path, from_, to)
+def diff_cmd(ctx: Ctx, path: str, versions: tuple[int, ...], agent: str | None, from_: int | None,
+             to: int | None) -> None:
+    """Print a unified diff between two versions of PATH, as git does.
+
+    \b
+    fs diff PATH          the last change (the version before the current one -> current)
+    fs diff PATH 2        version 2 -> current
+    fs diff PATH 2 5      version 2 -> version 5 (same as --from 2 --to 5)
+    """
+    if len(versions) > 2:
+        raise click.UsageError("give at most two versions: fs diff PATH [FROM [TO]]")
+    if versions and (from_ is not None or to is not None):
+        raise click.UsageError("give the versions after PATH or as --from/--to, not both")
+    if versions:
+        from_, to = versions[0], versions[1] if len(versions) == 2 else None
+    view = ctx.view(agent)
+    if from_ is None:
+        newest = max((r.version for r in view.history(path)), default=0)  # an unknown path raises: one line
+        if newest <= 1:
+            click.echo(f"{path} has one version: nothing to compare yet (fs cat {path} shows it)")
+            return
+        from_, to = newest - 1, newest
+    out = view.diff(path, from_, to)
     click.echo(shown(out) if out else "(no difference)", nl=not out)
 
 
 @memory_command(fs, "revert",
     click.argument("path"),
-    click.option("--to", "to", type=int, required=True, help="Version whose content becomes current."))
-def revert_cmd(ctx: Ctx, path: str, agent: str | None, to: int) -> None:
-    """Make version N's content current again, as a new revision (undeletes too)."""
+    click.argument("version", type=int, required=False),
+    click.option("--to", "to", type=int, default=None, help="Version whose content becomes current "
+                 "(or give it after PATH)."))
+def revert_cmd(ctx: Ctx, path: str, version: int | None, agent: str | None, to: int | None) -> None:
+    """Make VERSION's content current again, as a new revision (undeletes too): fs revert PATH N."""
+    if version is not None and to is not None and version != to:
+        raise click.UsageError("give the version after PATH or as --to, not both")
+    to = version if version is not None else to
+    if to is None:
+        raise click.UsageError(f"say which version: fs revert {path} N (or --to N; fs log {path} lists them)")
     view = ctx.view(agent)
     content = view.revision_content(path, to)  # an unknown version raises: one line
     if content is None:

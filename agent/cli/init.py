@@ -8,7 +8,7 @@ from sqlalchemy.exc import ArgumentError
 
 from memagent.agent.cli import templates
 from memagent.agent.cli.common import Ctx, handled, program
-from memagent.vfs import scope_name
+from memagent.vfs import AlreadyExists, scope_name
 
 
 @click.command()
@@ -18,12 +18,19 @@ from memagent.vfs import scope_name
 @click.pass_obj
 @handled
 def init(ctx: Ctx, agent: str, template: str) -> None:
-    """Create AGENT (by default with an empty /AGENTS.md)."""
+    """Create AGENT (by default with an empty /AGENTS.md); an existing AGENT is left as it is."""
     start = templates.files(template)
-    ctx.store.create_agent(agent, start)
-    n = len(start)
-    click.echo(f"created agent {agent!r} from template {template!r} "
-               f"({n} file{'s' if n != 1 else ''}) in {_shown_url(ctx.url)}")
+    try:
+        ctx.store.create_agent(agent, start)
+    except AlreadyExists:
+        # Not an error: the README's first command (init && chat) must work a second time.
+        # init never overwrites memory, so nothing changed; say so and what to do next.
+        click.echo(f"agent {agent!r} already exists in {_shown_url(ctx.url)}; init changed nothing "
+                   "(it never overwrites memory; pick another name for a new agent)")
+    else:
+        n = len(start)
+        click.echo(f"created agent {agent!r} from template {template!r} "
+                   f"({n} file{'s' if n != 1 else ''}) in {_shown_url(ctx.url)}")
     prog, activate = program()
     click.echo(f"next: {prog} chat {agent}   (or: {prog} fs ls --agent {agent})")
     if activate:

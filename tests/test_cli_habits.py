@@ -1,0 +1,53 @@
+"""Commands that work the way a person types them (issue 43: items 3, 4 and 5).
+
+- The README's first command (``init`` then ``chat``) runs a second time: ``init`` on an
+  existing agent says it changed nothing and exits 0, naming the next command.
+- ``fs edit PATH "- old" "- new"`` (most memory lines start with "- ") and ``fs grep "- x"``
+  take the dash words as arguments; a mistyped option is still refused.
+- ``fs diff PATH`` shows the last change and versions may be positional (``fs diff PATH 2 5``),
+  as in git; ``fs revert PATH 3`` takes the version after the path.
+"""
+
+from __future__ import annotations
+
+from tests.cli_helpers import err, out, run
+
+
+def test_init_twice_is_a_notice_and_the_chain_goes_on() -> None:
+    first = run("init", "myagent", "--template", "assistant")
+    assert first.returncode == 0, err(first)
+    run("fs", "write", "/AGENTS.md", "-a", "myagent", stdin="- taught since\n")
+    again = run("init", "myagent", "--template", "assistant")
+    assert again.returncode == 0, err(again)
+    said = out(again)
+    assert "already exists" in said and "init changed nothing" in said and "chat myagent" in said
+    # Nothing was overwritten.
+    assert out(run("fs", "cat", "/AGENTS.md", "-a", "myagent")) == "- taught since\n"
+
+
+def test_dash_lines_positional_versions_and_revert() -> None:
+    assert run("init", "a").returncode == 0
+    assert run("fs", "write", "/notes.md", "-a", "a", stdin="- old line\n- keep\n").returncode == 0
+    edited = run("fs", "edit", "/notes.md", "- old line", "- new line", "-a", "a")
+    assert edited.returncode == 0, err(edited)
+    assert "/notes.md:2:- keep" in out(run("fs", "grep", "- keep", "/", "-n", "-a", "a"))
+    typo = run("fs", "edit", "/notes.md", "--expect-versio", "3", "x", "y", "-a", "a")
+    assert typo.returncode == 2 and "unexpected extra argument" in err(typo)
+
+    last = run("fs", "diff", "/notes.md", "-a", "a")  # the last change: 1 -> 2
+    assert last.returncode == 0, err(last)
+    assert "-- old line" in out(last) and "+- new line" in out(last) and "@1" in out(last)
+    assert out(run("fs", "diff", "/notes.md", "1", "2", "-a", "a")) == out(last)
+    assert out(run("fs", "diff", "/notes.md", "--from", "1", "-a", "a")) == out(last)
+    both = run("fs", "diff", "/notes.md", "1", "--to", "2", "-a", "a")
+    assert both.returncode == 2 and "not both" in err(both)
+
+    reverted = run("fs", "revert", "/notes.md", "1", "-a", "a")
+    assert reverted.returncode == 0 and "now version 3" in out(reverted), err(reverted)
+    assert out(run("fs", "cat", "/notes.md", "-a", "a")) == "- old line\n- keep\n"
+    unsaid = run("fs", "revert", "/notes.md", "-a", "a")
+    assert unsaid.returncode == 2 and "fs revert /notes.md N" in err(unsaid)
+
+    assert run("fs", "write", "/one.md", "-a", "a", stdin="x\n").returncode == 0
+    single = run("fs", "diff", "/one.md", "-a", "a")
+    assert single.returncode == 0 and "one version" in out(single)
