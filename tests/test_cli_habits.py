@@ -1,4 +1,4 @@
-"""Commands that work the way a person types them (issue 43: items 3, 4 and 5).
+"""Commands that work the way a person types them (issue 43: items 3, 4, 5 and part of 16).
 
 - The README's first command (``init`` then ``chat``) runs a second time: ``init`` on an
   existing agent says it changed nothing and exits 0, naming the next command.
@@ -6,6 +6,7 @@
   take the dash words as arguments; a mistyped option is still refused.
 - ``fs diff PATH`` shows the last change and versions may be positional (``fs diff PATH 2 5``),
   as in git; ``fs revert PATH 3`` takes the version after the path.
+- A mistyped command names the one meant (``chta`` -> ``chat``, ``search`` -> ``fs search``).
 """
 
 from __future__ import annotations
@@ -51,3 +52,12 @@ def test_dash_lines_positional_versions_and_revert() -> None:
     assert run("fs", "write", "/one.md", "-a", "a", stdin="x\n").returncode == 0
     single = run("fs", "diff", "/one.md", "-a", "a")
     assert single.returncode == 0 and "one version" in out(single)
+
+
+def test_a_wrong_command_names_the_one_meant() -> None:
+    typo = run("chta")
+    assert typo.returncode == 2 and "No such command 'chta'. Did you mean 'chat'?" in err(typo)
+    nested = run("search", "meeting notes")
+    assert nested.returncode == 2 and "Did you mean 'fs search'?" in err(nested)
+    unknown = run("zzz")
+    assert unknown.returncode == 2 and "memagent --help` lists the commands" in err(unknown)

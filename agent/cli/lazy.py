@@ -10,10 +10,13 @@ Invariants:
   click and nothing of the store (``tests/test_startup_imports.py``).
 - A table entry is ``name -> ("module:attribute", one-line help)``; the attribute
   must be a ``click.Command`` whose short help is that line.
+- An unknown command is a usage error (exit 2) that names the closest command, or the
+  ``fs`` sub-command of that name (``memagent search`` -> ``fs search``).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +43,24 @@ class LazyGroup(click.Group):
                 raise TypeError(f"{target} is not a click command")
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            ctx.fail(self._no_such(ctx, name))
+        return super().resolve_command(ctx, args)
+
+    def _no_such(self, ctx: click.Context, name: str) -> str:
+        """The message for an unknown command, with what the person probably meant."""
+        said = f"No such command {name!r}."
+        close = difflib.get_close_matches(name, self.list_commands(ctx), n=1, cutoff=0.6)
+        if close:
+            return f"{said} Did you mean {close[0]!r}?"
+        fs = self.get_command(ctx, "fs") if "fs" in self.lazy or "fs" in self.commands else None
+        if isinstance(fs, click.Group) and name in fs.list_commands(ctx):
+            return f"{said} Did you mean 'fs {name}'?"
+        return f"{said} `{ctx.command_path} --help` lists the commands."
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """click's listing, with a command not yet imported described by its table line."""

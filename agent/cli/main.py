@@ -22,7 +22,7 @@ from memagent.agent.cli.lazy import LazyGroup
 # entry here.
 COMMANDS = {
     "init": ("memagent.agent.cli.init:init",
-             "Create AGENT (by default with an empty /AGENTS.md)."),
+             "Create AGENT (by default with an empty /AGENTS.md); an existing AGENT is left as it is."),
     "templates": ("memagent.agent.cli.init:templates_cmd",
                   "List the starter agents for `memagent init AGENT --template NAME`."),
     "validate": ("memagent.agent.cli.validate:validate",
