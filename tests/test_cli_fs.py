@@ -30,7 +30,9 @@ def test_round_trip_on_fresh_home() -> None:
 
     p = run("fs", "write", "/AGENTS.md", "--agent", "demo", stdin=AGENTS)
     assert p.returncode == 0, err(p)
-    assert out(p) == f"wrote /AGENTS.md (version 2, {len(AGENTS)} bytes)\n"
+    lines = len(AGENTS.splitlines())
+    assert out(p) == (f"wrote /AGENTS.md (version 2, {len(AGENTS)} bytes; replaced 0 lines with {lines}; "
+                      "`memagent fs revert /AGENTS.md 1` undoes it)\n")
     assert run("fs", "cat", "/AGENTS.md", "-a", "demo").stdout == AGENTS.encode()
 
     p = run("fs", "edit", "/AGENTS.md", "bullet points", "short bullet points", "-a", "demo")

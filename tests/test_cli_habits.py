@@ -1,4 +1,4 @@
-"""Commands that work the way a person types them (issue 43: items 3, 4, 5 and part of 16).
+"""Commands that work the way a person types them (issue 43: items 3, 4, 5, 12 and part of 16).
 
 - The README's first command (``init`` then ``chat``) runs a second time: ``init`` on an
   existing agent says it changed nothing and exits 0, naming the next command.
@@ -6,6 +6,8 @@
   take the dash words as arguments; a mistyped option is still refused.
 - ``fs diff PATH`` shows the last change and versions may be positional (``fs diff PATH 2 5``),
   as in git; ``fs revert PATH 3`` takes the version after the path.
+- ``fs write --append`` adds to a file (the help's quick start uses it); an overwrite says how
+  many lines it replaced and how to revert it (item 12).
 - A mistyped command names the one meant (``chta`` -> ``chat``, ``search`` -> ``fs search``).
 """
 
@@ -61,3 +63,18 @@ def test_a_wrong_command_names_the_one_meant() -> None:
     assert nested.returncode == 2 and "Did you mean 'fs search'?" in err(nested)
     unknown = run("zzz")
     assert unknown.returncode == 2 and "memagent --help` lists the commands" in err(unknown)
+
+
+def test_write_appends_or_says_what_it_replaced() -> None:
+    assert run("init", "a", "--template", "assistant").returncode == 0
+    before = out(run("fs", "cat", "/AGENTS.md", "-a", "a"))
+    appended = run("fs", "write", "/AGENTS.md", "--append", "-a", "a", stdin="- Use bullet points.\n")
+    assert appended.returncode == 0 and "appended to /AGENTS.md (version 2" in out(appended), err(appended)
+    assert out(run("fs", "cat", "/AGENTS.md", "-a", "a")) == before + "- Use bullet points.\n"
+    appended_new = run("fs", "write", "/new.md", "--append", "-a", "a", stdin="first\n")
+    assert "created /new.md (version 1" in out(appended_new)
+    stale = run("fs", "write", "/new.md", "--append", "--expect-version", "7", "-a", "a", stdin="x\n")
+    assert stale.returncode == 1 and "not 7; nothing was written" in err(stale)
+    replaced = run("fs", "write", "/AGENTS.md", "-a", "a", stdin="one line\n")
+    was = len(before.splitlines()) + 1
+    assert f"replaced {was} lines with 1; `memagent fs revert /AGENTS.md 2` undoes it" in out(replaced)

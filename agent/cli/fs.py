@@ -30,6 +30,7 @@ from memagent.vfs import (
     AgentView,
     Change,
     EmbedderError,
+    NotFound,
     PendingChange,
     SearchMode,
     ValidationFailed,
@@ -107,10 +108,11 @@ def cat_cmd(ctx: Ctx, path: str, agent: str | None, version: int | None) -> None
     click.option("--expect-version", type=int, default=None,
                  help="Refuse unless the file is at this version (0 = must not exist)."),
     click.option("--allow-empty", is_flag=True, help="Write an empty file when standard input is empty."),
+    click.option("--append", is_flag=True, help="Add the text to the end of PATH instead of replacing it."),
     MESSAGE)
 def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None, allow_empty: bool,
-              message: str) -> None:
-    """Create or overwrite PATH with the text read from standard input."""
+              append: bool, message: str) -> None:
+    """Create or overwrite PATH with the text read from standard input (--append: add to its end)."""
     view = ctx.view(agent)
     if sys.stdin.isatty():
         # Nothing piped in: say what the silence is waiting for.
@@ -120,14 +122,34 @@ def write_cmd(ctx: Ctx, path: str, agent: str | None, expect_version: int | None
     if not content and not allow_empty:
         raise VfsError(f"standard input was empty, so nothing was written to {path}; pipe the content "
                        "in, or pass --allow-empty to write an empty file")
+    if append:
+        # The text read and the version it was read at go to the write together: a change
+        # made meanwhile is refused as stale, never overwritten.
+        try:
+            current = view.read(path)
+            old, read_at = current.content, current.version
+        except NotFound:
+            old, read_at = "", 0
+        if expect_version is not None and expect_version != read_at:
+            raise VfsError(f"{path} is at version {read_at}, not {expect_version}; nothing was written")
+        content = old + ("\n" if old and not old.endswith("\n") else "") + content
+        expect_version = read_at
     # The same write path as the agent's tools; the person typing is the approval.
     pending = view.prepare_write(path, content, expected_version=expect_version)
     change = _submit(view, pending, message)
     if change is None:
         click.echo(f"no change; {pending.shown} already has that content (version {pending.expected_version})")
         return
-    verb = "created" if change.before is None else "wrote"
-    click.echo(f"{verb} {change.path} (version {change.version}, {len(content.encode())} bytes)")
+    size = f"version {change.version}, {len(content.encode())} bytes"
+    if change.before is None:
+        click.echo(f"created {change.path} ({size})")
+    elif append:
+        click.echo(f"appended to {change.path} ({size})")
+    else:
+        # An overwrite replaces everything: say how much, and how to have it back.
+        was, now = len(change.before.splitlines()), len(content.splitlines())
+        click.echo(f"wrote {change.path} ({size}; replaced {was} line{'s' if was != 1 else ''} with {now}; "
+                   f"`memagent fs revert {change.path} {change.version - 1}` undoes it)")
 
 
 @memory_command(fs, "edit",

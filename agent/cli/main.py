@@ -74,7 +74,7 @@ Quick start:
   memagent init myagent        create an agent with an empty /AGENTS.md
   memagent chat myagent        talk with it (`memagent models` lists models)
   memagent use myagent         make it the agent commands use by default
-  echo "Use bullet points." | memagent fs write /AGENTS.md
+  echo "- Use bullet points." | memagent fs write /AGENTS.md --append
   memagent fs cat /AGENTS.md   (-a AGENT, before or after fs, picks another)
 
 The database is $MEMAGENT_DB or --db (a SQLAlchemy URL); by default a SQLite file
