@@ -4,7 +4,7 @@
   the scenarios whose point is memory fail with the same model ignoring memory.
 - Every check kind is shown failing when it should (and passing beside it).
 - A malformed scenario is one line naming file, line and what is wrong; exit 2.
-- The JSONL contract, ``compare``, and the whole built-in suite through the real
+- The JSONL contract, ``compare`` (exit 1 when a scenario got worse), and the whole built-in suite through the real
   ``memagent eval`` against the fake Messages API (all pass, over HTTP) and the fake
   OpenAI-compatible server (the mechanics: it runs end to end and writes the JSONL).
 """
@@ -469,6 +469,27 @@ def test_compare_shows_per_scenario_differences(tmp_path: Path) -> None:
     assert "now passing: answer_matches 1" in lines["s1"]
     assert "only in before" in lines["s2"] and "only in after" in lines["s3"]
     assert "3 scenario(s) differ" in text
+    # A scenario one file lacks shows "-", not 0 tokens; the totals are the shared scenarios'.
+    assert lines["s2"].split()[1:5] == ["1/1", "-", "100", "->"] and lines["s2"].split()[5] == "-"
+    assert lines["total"].split()[1:3] == ["1/2", "2/2"] and "2 in one only, left out" in lines["total"]
+
+
+def test_compare_fails_when_a_scenario_got_worse_and_has_its_own_help(tmp_path: Path) -> None:
+    a, b = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    with a.open("w") as f:
+        results.write(f, _result("s1", [True, True]))
+        results.write(f, _result("s2", [True]))
+    with b.open("w") as f:
+        results.write(f, _result("s1", [True, False]))
+        results.write(f, _result("s2", [True]))
+    proc = run("eval", "compare", str(a), str(b))
+    assert proc.returncode == 1, out(proc)
+    assert "worse" in next(line for line in out(proc).splitlines() if line.startswith("s1 "))
+    assert "1 scenario(s) got worse" in err(proc)
+    assert run("eval", "compare", str(b), str(a)).returncode == 0  # the other way round it got better
+    helped = run("eval", "compare", "--help")
+    assert helped.returncode == 0 and out(helped).startswith("Usage: memagent eval compare A.jsonl B.jsonl")
+    assert "Totals count only the\n  scenarios both files ran" in out(helped)
 
 
 def test_compare_shows_tokens_a_run_when_the_files_ran_different_counts(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_results_and_the_table_mark_the_mode(tmp_path: Path) -> None:
         results.write(f, plain)
     with b.open("w") as f:
         results.write(f, control)
-    lines_, _ = results.compare(results.load(a), results.load(b), "memory", "control")
+    lines_ = results.compare(results.load(a), results.load(b), "memory", "control").lines
     assert lines_[0].split()[:4] == ["scenario", "memory", "control", "(no"]
 
 

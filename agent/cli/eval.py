@@ -144,7 +144,29 @@ class _Progress:
             self._bar = None
 
 
-@click.command("eval", context_settings={"ignore_unknown_options": False})
+COMPARE_HELP = """Usage: memagent eval compare A.jsonl B.jsonl
+
+  Compare two results files that `memagent eval --out` wrote: each scenario's checks
+  passed in A and in B, the tokens of a run ("-" where a file lacks the scenario), and
+  what changed (better, worse, now failing, now passing). Totals count only the
+  scenarios both files ran.
+
+  Exit status: 0 no scenario got worse, 1 a scenario passes fewer checks in B than in
+  A, 2 usage error (not two files, or a file eval did not write).
+"""
+
+
+class EvalCommand(click.Command):
+    """``eval``, whose ``compare`` target has its own help: ``eval compare --help``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args[:1] == ["compare"] and any(a in ("--help", "-h") for a in args[1:]):
+            click.echo(COMPARE_HELP, nl=False)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
+@click.command("eval", cls=EvalCommand, context_settings={"ignore_unknown_options": False})
 @click.argument("targets", nargs=-1)
 @click.option("--model", "model_name", default=None, metavar="M", help=MODEL_HELP)
 @click.option("--base-url", "base_url", default=None, metavar="URL", help=BASE_URL_HELP)
@@ -185,7 +207,8 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
     memagent eval --no-memory --out control.jsonl   the same with memory withheld
     memagent eval --longmemeval longmemeval_s.json --limit 20
     memagent eval --locomo locomo10.json --retrieval-only
-    memagent eval compare before.jsonl after.jsonl
+    memagent eval compare before.jsonl after.jsonl   (exit 1 when a scenario got worse;
+                                                      eval compare --help says more)
 
     Exit status: 0 every check passed, 1 a check failed, 2 usage or set-up error.
     """
@@ -342,7 +365,11 @@ def _compare(files: tuple[str, ...]) -> None:
         a, b = load(Path(files[0])), load(Path(files[1]))
     except ResultsError as err:
         _usage(str(err))
-    lines, differ = compare(a, b, Path(files[0]).stem, Path(files[1]).stem)
-    for line in lines:
+    result = compare(a, b, Path(files[0]).stem, Path(files[1]).stem)
+    for line in result.lines:
         click.echo(shown(line))
-    click.echo(f"{differ} scenario(s) differ" if differ else "no scenario differs in checks passed")
+    click.echo(f"{result.differ} scenario(s) differ" if result.differ else "no scenario differs in checks passed")
+    if result.worse:
+        # CI gates on it: a scenario that passes fewer checks than before is a failure.
+        click.echo(f"{result.worse} scenario(s) got worse", err=True)
+        raise SystemExit(1)

@@ -166,8 +166,18 @@ def _cell(s: Summary | None) -> str:
     return "-" if s is None else f"{s.passed}/{s.total}"
 
 
-def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: str) -> tuple[list[str], int]:
-    """Side-by-side lines per scenario and how many scenarios differ in checks passed."""
+@dataclass(frozen=True)
+class Comparison:
+    """``compare``'s answer: the lines to print, how many scenarios differ, how many got worse."""
+
+    lines: list[str]
+    differ: int
+    worse: int
+
+
+def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: str) -> Comparison:
+    """Side-by-side lines per scenario ("-" where a file lacks it), totals over the scenarios
+    both files ran, and how many differ in checks passed and how many got worse."""
     names = sorted(set(a) | set(b))
     # A control run's column says so: the difference between the two is what memory adds.
     a_name += " (no memory)" if any(s.mode == "no-memory" for s in a.values()) else ""
@@ -175,7 +185,7 @@ def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: s
     width = max([len("scenario"), *(len(n) for n in names)])
     wa, wb = max(len(a_name), 7), max(len(b_name), 7)
     out = [f"{'scenario':<{width}}  {a_name:>{wa}}  {b_name:>{wb}}  {'tokens a run':>15}  change"]
-    differ = 0
+    differ = worse = 0
     for name in names:
         sa, sb = a.get(name), b.get(name)
         change = ""
@@ -188,6 +198,7 @@ def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: s
                 change = "better"
             elif rb < ra:
                 change = "worse"
+                worse += 1
             newly = sorted(sb.failed_checks - sa.failed_checks)
             fixed = sorted(sa.failed_checks - sb.failed_checks)
             if newly:
@@ -200,9 +211,19 @@ def compare(a: dict[str, Summary], b: dict[str, Summary], a_name: str, b_name: s
             # Checks add up over runs (the ratio compares); the reader should know the counts differ.
             change += f"; runs {sa.runs} -> {sb.runs}"
         # A run's mean, so files with different --runs compare.
-        tokens = f"{sa.tokens // sa.runs if sa else 0:,} -> {sb.tokens // sb.runs if sb else 0:,}"
+        tokens = f"{_tokens(sa)} -> {_tokens(sb)}"
         out.append(f"{name:<{width}}  {_cell(sa):>{wa}}  {_cell(sb):>{wb}}  {tokens:>15}  {change.lstrip('; ')}")
-    ta = sum(s.passed for s in a.values()), sum(s.total for s in a.values())
-    tb = sum(s.passed for s in b.values()), sum(s.total for s in b.values())
-    out.append(f"{'total':<{width}}  {f'{ta[0]}/{ta[1]}':>{wa}}  {f'{tb[0]}/{tb[1]}':>{wb}}")
-    return out, differ
+    # Totals over what both ran: a scenario in one file only would make the sums compare
+    # different sets.
+    shared = sorted(set(a) & set(b))
+    ta = sum(a[n].passed for n in shared), sum(a[n].total for n in shared)
+    tb = sum(b[n].passed for n in shared), sum(b[n].total for n in shared)
+    alone = len(names) - len(shared)
+    note = f"  ({len(shared)} scenario(s) in both files; {alone} in one only, left out)" if alone else ""
+    out.append(f"{'total':<{width}}  {f'{ta[0]}/{ta[1]}':>{wa}}  {f'{tb[0]}/{tb[1]}':>{wb}}{note}")
+    return Comparison(out, differ, worse)
+
+
+def _tokens(s: Summary | None) -> str:
+    """A run's mean tokens (files with different --runs compare), "-" where the file lacks it."""
+    return "-" if s is None else f"{s.tokens // s.runs:,}"
