@@ -1,4 +1,4 @@
-"""Commands that work the way a person types them (issue 43: items 3, 4, 5, 12 and part of 16).
+"""Commands that work the way a person types them (issue 43: items 3, 4, 5, 8, 12 and part of 16).
 
 - The README's first command (``init`` then ``chat``) runs a second time: ``init`` on an
   existing agent says it changed nothing and exits 0, naming the next command.
@@ -9,9 +9,13 @@
 - ``fs write --append`` adds to a file (the help's quick start uses it); an overwrite says how
   many lines it replaced and how to revert it (item 12).
 - A mistyped command names the one meant (``chta`` -> ``chat``, ``search`` -> ``fs search``).
+- A scripted chat whose model server refuses the connection (a loopback address nothing listens
+  on) fails at once, without retries or a "/retry" hint, and exits 1 (item 8).
 """
 
 from __future__ import annotations
+
+import socket
 
 from tests.cli_helpers import err, out, run
 
@@ -78,3 +82,25 @@ def test_write_appends_or_says_what_it_replaced() -> None:
     replaced = run("fs", "write", "/AGENTS.md", "-a", "a", stdin="one line\n")
     was = len(before.splitlines()) + 1
     assert f"replaced {was} lines with 1; `memagent fs revert /AGENTS.md 2` undoes it" in out(replaced)
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_scripted_chat_with_no_server_fails_at_once_and_exits_1() -> None:
+    assert run("init", "a").returncode == 0
+    url = f"http://127.0.0.1:{_closed_port()}"
+    for args, env in ((("chat", "a"), {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": url}),
+                      (("chat", "a", "--model", "openai-compatible/m", "--base-url", f"{url}/v1"),
+                       {"OPENAI_API_KEY": "k"})):
+        proc = run(*args, stdin="hi\n", env=env)
+        said = err(proc)
+        assert proc.returncode == 1, said
+        assert "the connection was refused (nothing listens there" in said
+        # Refused by a loopback address: not retried as if the server were busy, and no
+        # "/retry" hint on a pipe.
+        assert "retrying" not in said and "/retry" not in said

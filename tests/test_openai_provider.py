@@ -379,7 +379,8 @@ def test_chat_retry_note_and_one_line_error(api: FakeOpenAIAPI, chat_store: SqlS
 
     p = chat(api, stdin="hello\nagain\nonce more\n")
 
-    assert p.returncode == 0, err(p)
+    # The 429 was retried and answered; the 400 left "again" unanswered: piped, exit 1.
+    assert p.returncode == 1, err(p)
     assert "rate limited by the model API (429), retrying in 10ms (attempt 2 of 5)" in err(p)
     assert "There you are." in out(p) and "Second try worked." in out(p)
     problem = [ln for ln in err(p).splitlines() if "rejected the request" in ln]

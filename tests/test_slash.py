@@ -372,11 +372,25 @@ def test_model_error_is_one_line_and_the_session_goes_on(sqlite_store: SqlStore)
 
     run = chat(sqlite_store, model, ["first", "second"])
 
-    assert run.err == ("memagent: the model API is overloaded (529); try again in a minute "
-                       "(/retry sends the message again)\n")
+    # Scripted (stdin not a terminal): no "/retry" hint a pipe cannot type, and the session,
+    # which went on, exits 1 so the script sees the failed turn (issue 43, item 8).
+    assert run.err == "memagent: the model API is overloaded (529); try again in a minute\n"
     assert "now it works" in run.out
+    assert run.code == 1
     # The failed message is not glued to the next one (it is kept in the thread, marked failed).
     assert user_texts(model) == ["second"]
+
+
+def test_a_failed_turn_answered_by_retry_leaves_a_script_green(sqlite_store: SqlStore) -> None:
+    model = ScriptedModel()
+
+    def fail(request: dict[str, Any]) -> ModelResponse:
+        raise ModelError("the model API is overloaded (529); try again in a minute")
+
+    model.enqueue_callable(fail)
+    model.enqueue_text("answered on retry")
+    run = chat(sqlite_store, model, ["first", "/retry"])
+    assert "answered on retry" in run.out and run.code == 0
 
 
 def test_ctrl_c_during_a_turn_keeps_the_thread(sqlite_store: SqlStore) -> None:

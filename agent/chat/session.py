@@ -84,6 +84,10 @@ class Session:
     gate: Gate
     done: bool = False
     hub: McpHub = field(default_factory=McpHub)
+    # Turns the model could not answer (a ModelError) and no /retry answered since: a
+    # scripted chat (stdin not a terminal) then exits 1, so a pipe or CI sees the failure.
+    failed_turns: int = 0
+    last_turn_failed: bool = False
 
     @property
     def mcp(self) -> McpTools | None:
@@ -158,10 +162,13 @@ class Session:
     # -- the loop -----------------------------------------------------------------------
 
     def run(self) -> int:
+        """The session; its exit status: 0, or 1 when a scripted session (not at a terminal)
+        had a turn the model could not answer."""
         try:
-            return self._loop()
+            status = self._loop()
         finally:
             self.close()
+        return 1 if status == 0 and self.failed_turns and not self.ui.interactive else status
 
     def _loop(self) -> int:
         while not self.done and not self.ui.closed:
@@ -193,8 +200,12 @@ class Session:
         try:
             result = self.agent.turn(text, title=title)
         except ModelError as exc:
-            self.ui.error(f"{exc} (/retry sends the message again)")
+            self.failed_turns += 1
+            self.last_turn_failed = True
+            # /retry is for a person at the prompt; a pipe cannot type it.
+            self.ui.error(f"{exc} (/retry sends the message again)" if self.ui.interactive else str(exc))
             return None
+        self.last_turn_failed = False
         if self.ui.closed:
             return result
         if result.stopped == "interrupted":

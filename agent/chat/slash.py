@@ -487,7 +487,9 @@ def retry(session: Session, arg: str) -> None:
     if not text:
         session.ui.info("Nothing to retry: no message was sent in this thread yet.")
         return
-    session.run_turn(text)
+    failed = session.last_turn_failed
+    if session.run_turn(text) is not None and failed:
+        session.failed_turns -= 1  # the retry answered the turn that had failed
 
 
 @command("/help", "", "list the commands")

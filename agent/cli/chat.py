@@ -5,7 +5,8 @@ Invariants:
   model id or unknown provider, a provider not set up (its own ``status()`` line),
   unknown thread) is one line on stderr and exit 1; a usage mistake
   (``--thread`` with ``--resume``) is exit 2; a session that ends by ``/exit`` or
-  end of input exits 0.
+  end of input exits 0, except a scripted one (stdin not a terminal) in which the model
+  could not answer a turn: exit 1.
 - The model is made by the registry only (``--model``, ``$MEMAGENT_MODEL``, a bare
   name is Claude; ``--base-url``); the prompt does not wait for a provider SDK: the
   client is built on a thread (``model.startup.BackgroundModel``) while the person

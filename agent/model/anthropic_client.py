@@ -105,11 +105,17 @@ def _logged(on_retry: TextCallback | None) -> TextCallback:
     return note
 
 
+class _RefusedLocally(Exception):
+    """A refused connection to a loopback address: raised by the middleware as a type the
+    SDK does not retry (nothing listens there; a retry cannot start it)."""
+
+
 class _RetryNotifier(anthropic.Middleware):
     """Counts attempts and announces each retry the SDK is about to make."""
 
-    def __init__(self, default_max_retries: int) -> None:
+    def __init__(self, default_max_retries: int, base_url: str) -> None:
         self._default_max_retries = default_max_retries
+        self._base_url = base_url
 
     def handle(self, request: Any, call_next: Any) -> Any:
         state = _CURRENT_CALL.get()
@@ -124,6 +130,8 @@ class _RetryNotifier(anthropic.Middleware):
         try:
             response = call_next(request)
         except anthropic.APIConnectionError as err:
+            if not isinstance(err, anthropic.APITimeoutError) and retrying.refused_locally(err, self._base_url):
+                raise _RefusedLocally(_connection_cause(err)) from None
             # The SDK retries every connection failure and timeout.
             if state is not None and state.on_retry is not None and retries_left:
                 delay, exact = retrying.retry_delay(None, request.retries_taken)
@@ -340,7 +348,7 @@ class AnthropicModel:
             # A short connect timeout so an unreachable host fails in seconds,
             # not after the full read timeout.
             timeout=anthropic.Timeout(timeout, connect=min(10.0, timeout)),
-            middleware=[*base.middleware, _RetryNotifier(max_retries)],
+            middleware=[*base.middleware, _RetryNotifier(max_retries, str(base.base_url))],
         )
 
     @property
@@ -394,6 +402,11 @@ class AnthropicModel:
                 except anthropic.APIConnectionError as err:
                     raise ModelError(
                         f"cannot reach the model API at {self.base_url}: {_connection_cause(err)}"
+                    ) from None
+                except _RefusedLocally:
+                    raise ModelError(
+                        f"cannot reach the model API at {self.base_url}: the connection was refused "
+                        "(nothing listens there; start the server or fix ANTHROPIC_BASE_URL)"
                     ) from None
                 except anthropic.APIResponseValidationError as err:
                     raise ModelError(

@@ -6,12 +6,16 @@ Invariants:
   ``rate limited by the model API (429), retrying in 1.2s (attempt 2 of 5)``.
 - Which statuses are retried follows the Anthropic SDK's documented policy (408, 409,
   429 and 5xx, unless the server's ``x-should-retry`` says otherwise), for every provider.
+- A connection refused by a loopback address is not retried (``refused_locally``): nothing
+  listens there, and waiting will not start it (a busy server answers, or times out).
 - Importing this module imports no provider SDK.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 INITIAL_RETRY_DELAY = 0.5
 MAX_RETRY_DELAY = 8.0
@@ -23,6 +27,29 @@ def retryable(status: int, headers: Mapping[str, str]) -> bool:
     if should in ("true", "false"):
         return should == "true"
     return status in (408, 409, 429) or status >= 500
+
+
+def refused_locally(err: BaseException, base_url: str) -> bool:
+    """Whether ``err`` (an SDK's connection error) is a refused connection to a loopback
+    ``base_url``: a server that is not running, which a retry cannot fix."""
+    try:
+        host = urlsplit(base_url).hostname or ""
+    except ValueError:
+        return False
+    if host != "localhost":
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return False
+        except ValueError:
+            return False
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or "connection refused" in str(current).lower():
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def backoff(retries_taken: int, base: float = INITIAL_RETRY_DELAY) -> float:

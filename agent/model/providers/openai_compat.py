@@ -190,6 +190,9 @@ class OpenAIModel:
                 raise self._status_error(status, _error_detail(err.body), retries + 1) from None
             except sdk.APIConnectionError as err:
                 timed_out = isinstance(err, sdk.APITimeoutError)
+                if not timed_out and retrying.refused_locally(err, self.base_url):
+                    raise ModelError(f"cannot reach {self.server} at {self.base_url}: the connection was refused "
+                                     f"(nothing listens there){self.reach_hint}") from None
                 if retries < self.max_retries:
                     delay, exact = retrying.retry_delay(None, retries)
                     what = "model API timed out" if timed_out else "cannot reach the model API"
