@@ -1,6 +1,6 @@
 """Background reflection: conversations in, proposed memory edits out, a person reviews them.
 
-``reflect`` reads an agent's conversations since its last run (``vfs/proposals.py``
+``reflect`` reads an agent's conversations since its last run (``vfs/records/queue.py``
 keeps the mark), asks the model — through the ordinary agent loop, with the
 ``/remember`` and ``/compact`` guidance — for memory edits, and stores them as
 pending proposals; ``Review`` applies or rejects them. Two modules hold the rest:
@@ -161,7 +161,7 @@ def reflect(view: AgentView, model: Model, queue: ProposalStore, *, since: datet
             on_log: Log = lambda _: None) -> ReflectResult:
     """One reflection run over ``view``'s agent (see the module docstring).
 
-    Raises ``vfs.proposals.Busy`` when another run keeps the lock past ``wait``
+    Raises ``vfs.records.queue.Busy`` when another run keeps the lock past ``wait``
     seconds, and ``ModelError`` when the model fails (the run is then marked failed).
     """
     agent = view.agent

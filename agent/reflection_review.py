@@ -6,7 +6,7 @@ integration's); ``Review`` and ``review`` serve them all, and the front ends
 (``chat/review.py``) drive them through callbacks. Invariants:
 
 - Applying takes the normal write path (``prepare_write``/``prepare_delete`` with
-  the proposal's base version, then ``vfs.writes.submit``: ``commit_proposal``),
+  the proposal's base version, then ``vfs.entrance.submit``: ``commit_proposal``),
   author ``agent``, origin ``reflect`` with the run and its threads (or the queuing
   client's), approval ``human`` (review) or ``yolo``.
 - A proposal whose file changed since it was made is never applied as is. It is

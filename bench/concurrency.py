@@ -74,7 +74,7 @@ WRITES = frozenset({"edit_file", "write_file"})
 SHARED_SHARE = 0.35  # of the calls, on a shared agent
 NEW_FILE_SHARE = 0.25  # of write_file calls on the own agent: a new file (expected_version 0)
 # What a refusal for a file that moved on since it was read says (tools/memory.py's
-# version check, vfs/revisions.py's commit); the model is told the same.
+# version check, vfs/files/revisions.py's commit); the model is told the same.
 CONFLICT_MARKS = ("changed since you read it", "already exists (version", "was created by someone else")
 WORDS = ("meeting", "notes", "action", "budget", "roadmap", "customer", "release", "review", "deploy",
          "incident", "summary", "priority", "design", "schema", "latency", "backlog", "sprint", "retro",

@@ -43,8 +43,8 @@ from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.models import messages, threads
 from memagent.vfs.paths import scope_name
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 
 TURNS = 50
 BUDGET = 12_000

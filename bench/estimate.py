@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def samples() -> dict[str, list[str]]:
     prose = [p.read_text("utf-8") for p in [ROOT / "README.md", ROOT / "ARCHITECTURE.md",
                                              *sorted((ROOT / "skills_templates").rglob("*.md"))]]
-    code = [p.read_text("utf-8") for p in sorted((ROOT / "vfs").glob("*.py"))]
+    # vfs's own modules: its top level and the sub-packages that were one flat folder until issue 38.
+    code = [p.read_text("utf-8") for part in ("", "files", "grep", "records", "search")
+            for p in sorted((ROOT / "vfs" / part).glob("*.py"))]
     numbered = ["".join(f"{n + 1:>6}\t{line}\n" for n, line in enumerate(text.splitlines())) for text in code[:8]]
     from memagent.agent.tools.memory import DEFINITIONS
 

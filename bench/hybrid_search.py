@@ -35,9 +35,9 @@ from bench.corpus import COMMON, generate
 from bench.search_quality_set import NOTES, QUERIES
 from memagent.vfs import open_store
 from memagent.vfs.embeddings.base import SEARCH_MODES, SearchMode
+from memagent.vfs.files.store import SqlStore
 from memagent.vfs.paths import scope_name
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.store import SqlStore
 
 GOAL_MS = 25.0
 SPEED_QUERIES = {

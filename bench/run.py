@@ -323,8 +323,8 @@ def agent_turns(store: SqlStore, reps: int) -> tuple[list[float], float, Fn]:
     """One user turn: model asks for one grep, gets the result, answers. Model time excluded."""
     from memagent.agent.builder import build_agent
     from memagent.agent.model.scripted import ScriptedModel
+    from memagent.vfs.records.threads import ThreadStore
     from memagent.vfs.scopes import AgentView
-    from memagent.vfs.threads import ThreadStore
 
     view = AgentView(store, "bench", user="bench")
     model = ScriptedModel()

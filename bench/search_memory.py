@@ -9,7 +9,7 @@ hostile query, interleaved, and a single write with the index kept in step.
 Invariants:
 - The goal (issue 13): every query class under ``GOAL_MS`` (median) at 10,000 files;
   the table says met or not per row. Writes have no goal here (``bench/run.py`` has).
-- ``--baseline REV`` ranks with ``vfs/ranking.py`` as it was at git revision REV,
+- ``--baseline REV`` ranks with ``vfs/search/lexical.py`` as it was at git revision REV,
   interleaved query by query with the current one on the same store, so both see the
   same machine load; the table then gives both medians and whether the current top
   10 is the baseline's (a faster ranker must not quietly rank differently).
@@ -76,13 +76,17 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def baseline_ranker(rev: str) -> Any:
-    """``FullTextRanker`` of ``vfs/ranking.py`` at git revision ``rev`` (it imports nothing of memagent)."""
+    """``FullTextRanker`` of ``vfs/search/lexical.py`` at git revision ``rev`` (it imports nothing of memagent;
+    before vfs/ had sub-packages it was ``vfs/ranking.py``)."""
     root = Path(__file__).resolve().parent.parent
-    source = subprocess.run(["git", "show", f"{rev}:vfs/ranking.py"], cwd=root, capture_output=True,
-                            text=True, check=True).stdout
+    for path in ("vfs/search/lexical.py", "vfs/ranking.py"):
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
     module = types.ModuleType(f"ranking_at_{rev}")
     sys.modules[module.__name__] = module  # dataclasses look their module up while the class is built
-    exec(compile(source, f"{rev}:vfs/ranking.py", "exec"), module.__dict__)
+    exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
     return module.FullTextRanker()
 
 
@@ -156,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--pg", default=os.environ.get("MEMAGENT_BENCH_PG_URL"))
-    parser.add_argument("--baseline", metavar="REV", help="also rank with vfs/ranking.py at this git revision")
+    parser.add_argument("--baseline", metavar="REV", help="also rank with vfs/search/lexical.py at this git revision")
     parser.add_argument("--out", default="-", help="file whose search_memory section to replace ('-': print only)")
     args = parser.parse_args(argv)
     baseline = baseline_ranker(args.baseline) if args.baseline else None

@@ -6,7 +6,7 @@ Invariants:
 - Each query in ``QUERIES`` names the one file it is about and its class:
   ``lexical`` (it shares words with the file, as a person who remembers the words
   types) or ``paraphrase`` (it shares no content word with the file, path
-  included: no word outside ``ranking.STOP_WORDS``, and no two words with the same
+  included: no word outside ``search.lexical.STOP_WORDS``, and no two words with the same
   first five letters). ``check()`` proves the paraphrase rule; a test runs it.
 - Half the queries are paraphrases.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from memagent.vfs.ranking import STOP_WORDS
+from memagent.vfs.search.lexical import STOP_WORDS
 
 QueryClass = Literal["lexical", "paraphrase"]
 

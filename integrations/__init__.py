@@ -6,7 +6,7 @@
   (``pip install 'memagent[deepagents]'``).
 
 Invariants: every change an adapter makes takes the store's one write path
-(``prepare_*`` -> ``vfs.writes.submit``: the approval policy, then ``commit``), so it
+(``prepare_*`` -> ``vfs.entrance.submit``: the approval policy, then ``commit``), so it
 is validated, versioned and revertible, and recorded with origin kind
 ``integration`` naming the adapter. Without an explicit ``approve`` (a callback,
 ``"yolo"`` or ``"queue"``) an adapter stores nothing. This

@@ -10,7 +10,7 @@ Anthropic memory tool, ``/notes.md`` for deepagents) onto files of the scope
   ``/conversations/``) are refused when ``root`` is ``/``: a file stored there in the
   agent's scope would be hidden from every agent view.
 - Errors name files as the client names them (the store is passed ``shown``).
-- Every change goes ``prepare_*`` -> ``vfs.writes.submit`` (no-op check, the
+- Every change goes ``prepare_*`` -> ``vfs.entrance.submit`` (no-op check, the
   policy, ``commit`` at the version read) with author ``agent`` and origin
   ``Origin("integration", detail=<adapter>)``. A change that would leave a file as
   it is stores nothing.
@@ -19,7 +19,7 @@ Anthropic memory tool, ``/notes.md`` for deepagents) onto files of the scope
   explicit choice), ``"queue"`` (each change becomes a pending proposal for
   ``memagent review``; ``Queued`` says so) or nothing, the default, which refuses
   every change with ``Refused`` naming how to allow it.
-- The agent's approval rules (``vfs/approval_rules.py``, set with ``memagent
+- The agent's approval rules (``vfs/records/rules.py``, set with ``memagent
   approval``) come first, as in chat, ``run`` and ``mcp serve``: the first rule
   matching the tool (``write_file``/``edit_file``/``delete_file``) on the file's path
   in the agent's view decides: ``allow`` stores without asking (recorded ``rule``,

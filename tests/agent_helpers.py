@@ -10,8 +10,8 @@ from memagent.agent.loop import Agent
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 
 
 @dataclass

@@ -6,7 +6,7 @@ import pytest
 
 from memagent.agent.gate import Decision
 from memagent.vfs import SqlStore
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs.records.threads import ThreadStore
 from tests.agent_helpers import last_tool_result, make_agent, system_text
 
 S = "agent:a"

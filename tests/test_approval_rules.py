@@ -1,4 +1,4 @@
-"""Approval rules per agent (``vfs/approval_rules.py``): syntax, globs, precedence, rules
+"""Approval rules per agent (``vfs/records/rules.py``): syntax, globs, precedence, rules
 for one tool; kept where no tool reaches them; honoured by chat, ``mcp serve`` and
 subagents (``memagent run`` in tests/test_run.py), with ``--yolo`` over them.
 """
@@ -19,12 +19,12 @@ from memagent.agent.gate import Decision
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.serve.server import Session
 from memagent.vfs import SqlStore
-from memagent.vfs.approval_rules import RULES_PATH, RuleBook, RuleError, decide, parse_rule, parse_rules
 from memagent.vfs.errors import StaleVersion
 from memagent.vfs.paths import scope_name
-from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.records.queue import ProposalStore
+from memagent.vfs.records.rules import RULES_PATH, RuleBook, RuleError, decide, parse_rule, parse_rules
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.agent_helpers import last_tool_result, make_agent
 from tests.cli_helpers import err, out, run
 

@@ -29,8 +29,8 @@ from memagent.vfs.backends import BACKENDS, POSTGRES, SQLITE, WRITE, Database, b
 from memagent.vfs.backends.base import Backend, Features
 from memagent.vfs.errors import DatabaseUnavailable
 from memagent.vfs.models import agents, files, messages, revisions, threads
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs.records.queue import ProposalStore
+from memagent.vfs.records.threads import ThreadStore
 
 S = "agent:a"
 ROOT = Path(__file__).resolve().parent.parent
@@ -364,7 +364,8 @@ def test_the_scan_catches_each_kind_of_dialect_branch() -> None:
 
 
 def test_the_scan_catches_the_forms_it_once_missed() -> None:
-    # What vfs/db.py, ranking.py, fts.py and regexfilter.py did before their code moved into the backends.
+    # What vfs/db.py and the modules now at vfs/search/lexical.py, vfs/grep/fts.py and vfs/grep/prefilter.py
+    # did before their code moved into the backends.
     old = textwrap.dedent('''
         from memagent.vfs.backends import POSTGRES, SQLITE, backend_for, postgres_roles
         from memagent.vfs.backends.postgres import PG_CANDIDATES

@@ -34,8 +34,8 @@ from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.agent.evals import benchmarks
 from memagent.vfs import open_store
-from memagent.vfs.store import SqlStore
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs.files.store import SqlStore
+from memagent.vfs.records.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
 
 # Only a hang (the old alias bomb) reaches this; a refusal takes the command's start-up time.

@@ -36,8 +36,8 @@ from memagent.agent.cli import templates
 from memagent.agent.formats import FORMATS, ExportOptions, FormatError, export_agent, get_format, import_tree
 from memagent.validators import config_location, validate
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.approval_rules import RuleBook
 from memagent.vfs.errors import ValidationFailed
+from memagent.vfs.records.rules import RuleBook
 from tests.agent_helpers import last_tool_result, make_agent
 from tests.cli_helpers import MEMAGENT, err, out, run
 

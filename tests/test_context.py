@@ -18,8 +18,8 @@ from memagent.agent.context import SUMMARY_OPEN, ContextWindow, estimate, fallba
 from memagent.agent.model import ModelError, ModelRequest, ModelResponse
 from memagent.agent.model.scripted import ScriptedModel, _estimate_tokens
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.agent_helpers import make_agent
 
 S = "agent:a"

@@ -1,4 +1,4 @@
-"""Conversation files and their writer (``vfs/conversation_files.py``), on SQLite and Postgres.
+"""Conversation files and their writer (``vfs/records/conversation_files.py``), on SQLite and Postgres.
 
 What is checked: thousands of threads answer ls, grep, read_file and search through the
 tools; a file rendered piece by piece (appends, failed marks, a replaced last message,
@@ -18,10 +18,11 @@ from sqlalchemy import select
 from memagent.agent.gate import Gate
 from memagent.agent.tools.memory import MemoryTools
 from memagent.agent.tools.search import SearchTools
-from memagent.vfs import SqlStore, conversation_files, episodes
+from memagent.vfs import SqlStore
 from memagent.vfs.models import files, messages
+from memagent.vfs.records import conversation_files, episodes
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 
 
 def said(t: str) -> list[dict[str, Any]]:

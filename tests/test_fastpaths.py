@@ -21,9 +21,10 @@ from sqlalchemy import text
 from bench.corpus import COMMON, RARE, REGEX, REGEX_NO_LITERAL, generate
 from memagent.vfs import SqlStore, db, open_store
 from memagent.vfs.errors import InvalidPath, IsADirectory, NotFound, ValidationFailed, VfsError
-from memagent.vfs.fts import candidates, detect, fts5_query, like_pattern
-from memagent.vfs.globbing import compile_glob
-from memagent.vfs.regexinfo import (
+from memagent.vfs.grep.engine import compile_pattern, scan, scan_plain
+from memagent.vfs.grep.fts import candidates, detect, fts5_query, like_pattern
+from memagent.vfs.grep.globbing import compile_glob
+from memagent.vfs.grep.regex_info import (
     CI_UNSAFE_ASCII,
     AllOf,
     AnyOf,
@@ -32,7 +33,6 @@ from memagent.vfs.regexinfo import (
     analyze,
     needle_runs,
 )
-from memagent.vfs.search import compile_pattern, scan, scan_plain
 from memagent.vfs.types import Entry
 
 S = "agent:a"
@@ -367,7 +367,7 @@ FRAGMENTS = ["a", "b", "k", "K", "s", "ab", "abc", "kab", "\n", ".", r"\s", r"\w
              "^", "$", r"\b", r"\A", r"\Z", "a*", "b+", "(?:ab|ba)", "(a|bc)", "[^a]", "[a-c]",
              "(?=a)", "(?<!b)", "(?>a*)", "a*+", "(?i:k)", "(?-m:$)", "(?s:.)", r"\1", "x?",
              "\u212a", "ſ", "é", "É",
-             # what the exact RE2 translation (regexfilter.linear) must get right
+             # what the exact RE2 translation (prefilter.linear) must get right
              "ß", "İ", "ı", "[à-ÿ]", r"[\wé]", "(?i:é)", "(?i:[é-ë])", "(?i:[^é])", r"(?a:\b)", r"\W",
              "(?:a|é){1,3}", r"\B", "\x85", r"(?-m:^)", "a+?", "x{0}", "(?:^)*", r"[\d-]"]
 TEXT = st.text(alphabet="abkKsSxé É\n\t\u212aſ1ßİı\x85", max_size=40)

@@ -34,9 +34,10 @@ from hypothesis import strategies as st
 from sqlalchemy import literal_column
 
 from memagent.agent.cli import config, templates
-from memagent.vfs import SqlStore, open_store, regexfilter, search
-from memagent.vfs.globbing import compile_glob, glob_matcher
-from memagent.vfs.search import compile_pattern, render
+from memagent.vfs import SqlStore, open_store
+from memagent.vfs.grep import engine, prefilter
+from memagent.vfs.grep.engine import compile_pattern, render
+from memagent.vfs.grep.globbing import compile_glob, glob_matcher
 from tests.cli_helpers import err, out, run
 
 S = "agent:a"
@@ -81,9 +82,10 @@ def _lines_matching(pattern: str, *texts: tuple[str, str]) -> list[str]:
 
 RUNNER = r"""
 import dataclasses, json, sys
-from memagent.vfs import open_store, search
-from memagent.vfs.globbing import compile_glob
-search.GREP_DEADLINE = float(sys.argv[1])
+from memagent.vfs import open_store
+from memagent.vfs.grep import engine
+from memagent.vfs.grep.globbing import compile_glob
+engine.GREP_DEADLINE = float(sys.argv[1])
 stores = {}
 for line in sys.stdin:
     req = json.loads(line)
@@ -108,7 +110,7 @@ for line in sys.stdin:
     elif op == "grep_plain":
         res = dataclasses.asdict(store._grep_plain(**req))
     elif op == "render":
-        res = search.render(store.grep(**req))
+        res = engine.render(store.grep(**req))
     elif op == "glob":
         res = store.glob(**req)
     else:  # glob_plain: the reference, Python's backtracking re over every path (as store.glob
@@ -344,8 +346,8 @@ def test_postgres_prefilter_is_stopped_by_the_statement_timeout(
     """A server-side filter that runs too long (here: it sleeps) ends at grep's deadline."""
     store.write(S, "/a.md", "555-1234\n")
     sleeping = literal_column("(SELECT true FROM pg_sleep(20))")
-    monkeypatch.setattr(regexfilter, "choose", lambda conn, features, regex: (sleeping, None))
-    monkeypatch.setattr(search, "GREP_DEADLINE", 1.0)
+    monkeypatch.setattr(prefilter, "choose", lambda conn, features, regex: (sleeping, None))
+    monkeypatch.setattr(engine, "GREP_DEADLINE", 1.0)
     started = time.monotonic()
     got = store.grep(S, "[0-9]{3}-[0-9]{4}")
     assert time.monotonic() - started < 10
@@ -490,10 +492,10 @@ def glob_case(store: SqlStore, runner: Runner, reference: Runner, pattern: str) 
 def test_issue_patterns_run_on_re2() -> None:
     for pattern in ISSUE_GREPS + [r"\bword\b", r"(?i)kelvin", r"(?i)é+", r"\Aab\Z", r"a\nb", r"x{1000}"]:
         regex = compile_pattern(pattern, case_insensitive=False, fixed_strings=False)
-        assert isinstance(regexfilter.linear(regex.pattern, regex.flags), regexfilter.Linear), pattern
+        assert isinstance(prefilter.linear(regex.pattern, regex.flags), prefilter.Linear), pattern
     for pattern, why in ((r"(a)\1", "backreference"), (r"(?<=a)b", "lookaround"), (r"a*+", "possessive"),
                          (r"(?>a)", "atomic"), (r"\Ba", "\\B"), (r"a{1001}", "over 1000")):
-        found = regexfilter.linear(pattern, re.M | re.U)
+        found = prefilter.linear(pattern, re.M | re.U)
         assert isinstance(found, str) and why in found, pattern
     for pattern in ISSUE_GLOBS:
         assert glob_matcher(pattern).linear is not None

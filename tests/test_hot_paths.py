@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from memagent.vfs import SqlStore, db
 from memagent.vfs.errors import IsADirectory, NotFound, StaleVersion
-from memagent.vfs.search import exact_literal
+from memagent.vfs.grep.engine import exact_literal
 
 S = "agent:a"
 
@@ -89,7 +89,7 @@ def test_postgres_connection_closed_while_idle_is_replaced(fresh_pg_url: str, mo
 def test_large_bulk_load_rebuilds_postgres_indexes(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch that is most of the table takes the drop-and-rebuild path; same answers after."""
     from bench.corpus import RARE, generate
-    from memagent.vfs import revisions
+    from memagent.vfs.files import revisions
 
     monkeypatch.setattr(revisions, "GIN_REBUILD_MIN", 10)
     before = _gin_indexes(store)

@@ -31,8 +31,8 @@ from memagent.vfs import SqlStore
 from memagent.vfs.embeddings import chunks, registry
 from memagent.vfs.embeddings.base import EmbedderError
 from memagent.vfs.paths import scope_name
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
 
 S = scope_name("agent", "a")

@@ -29,9 +29,10 @@ from click.testing import CliRunner
 from memagent.agent.cli import templates
 from memagent.agent.cli.main import main
 from memagent.agent.cli.transfer import STOP_AT
-from memagent.vfs import SqlStore, bulk, open_store
-from memagent.vfs.bulk import ChangedSince, Drift
+from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import AlreadyExists, IsADirectory, NotFound, ValidationFailed, VfsError
+from memagent.vfs.files import bulk
+from memagent.vfs.files.bulk import ChangedSince, Drift
 from tests.cli_helpers import MEMAGENT, err, run
 
 # Only a guard against a hung child: every wait below ends on an event (text seen,
@@ -147,7 +148,7 @@ def test_create_that_fails_leaves_no_agent(store: SqlStore, bad: str) -> None:
 
 def bulk_min() -> int:
     """Enough files for the batched index upkeep (triggers paused), the path imports take."""
-    from memagent.vfs.revisions import BATCH_UPKEEP_MIN
+    from memagent.vfs.files.revisions import BATCH_UPKEEP_MIN
 
     return BATCH_UPKEEP_MIN + 5
 

@@ -303,7 +303,7 @@ def test_without_an_approver_nothing_is_applied(store: SqlStore, api: FakeMessag
 
 
 def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs.records.queue import ProposalStore
 
     store.write("agent:a", "/n.md", "one\n")
     tool = MemagentMemoryTool(store, "a", approve="queue")

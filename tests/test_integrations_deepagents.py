@@ -447,7 +447,7 @@ def test_without_an_approver_nothing_is_applied(store: SqlStore) -> None:
 
 
 def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs.records.queue import ProposalStore
 
     b = MemagentBackend(store, "a", approve="queue")
     r = b.write("/new.md", "new\n")
@@ -459,7 +459,7 @@ def test_approve_queue_stores_proposals_not_files(store: SqlStore) -> None:
 
 def test_a_queued_change_applied_in_review_names_the_integration(store: SqlStore) -> None:
     from memagent.agent.reflection import Review
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs.records.queue import ProposalStore
     from memagent.vfs.scopes import AgentView
 
     MemagentBackend(store, "a", approve="queue").write("/new.md", "new\n")

@@ -24,8 +24,8 @@ from memagent.integrations._folder import Approve
 from memagent.integrations.anthropic import MemagentMemoryTool
 from memagent.integrations.deepagents import MemagentBackend
 from memagent.vfs import SqlStore
-from memagent.vfs.approval_rules import RuleBook
-from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.records.queue import ProposalStore
+from memagent.vfs.records.rules import RuleBook
 from memagent.vfs.types import PendingChange
 
 SCOPE = "agent:a"

@@ -141,6 +141,10 @@ LAYERS = {
     "memagent.vfs.embeddings": "vfs",
     "memagent.vfs.embeddings.providers": "vfs",
     "memagent.vfs.backends": "vfs",
+    "memagent.vfs.files": "vfs",
+    "memagent.vfs.grep": "vfs",
+    "memagent.vfs.records": "vfs",
+    "memagent.vfs.search": "vfs",
     "memagent.agent.model": "model",
     "memagent.agent.model.providers": "model",
     "memagent.agent.mcp": "mcp",
@@ -360,13 +364,13 @@ def test_outside_vfs_the_product_imports_memagent_vfs_only() -> None:
 def test_the_vfs_face_check_catches_an_internal_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from memagent.vfs import ThreadStore\n"
-                   "from memagent.vfs.proposals import ProposalStore\n"
-                   "def f():\n    from memagent.vfs import writes\n"
+                   "from memagent.vfs.records.queue import ProposalStore\n"
+                   "def f():\n    from memagent.vfs import entrance\n"
                    "import memagent.vfs.render\n"
                    "if TYPE_CHECKING:\n    from memagent.vfs.types import Change\n", "utf-8")
     found = _vfs_internals_used("bad", bad)
     assert [site.split(":", 1)[1] for site in found] == [
-        "2: memagent.vfs.proposals", "4: memagent.vfs.writes", "5: memagent.vfs.render", "7: memagent.vfs.types"]
+        "2: memagent.vfs.records.queue", "4: memagent.vfs.entrance", "5: memagent.vfs.render", "7: memagent.vfs.types"]
 
 
 # -- model providers stay in the model layer ------------------------------------------------

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from memagent.agent.gate import Decision
-from memagent.vfs import SqlStore, writes
-from memagent.vfs.approval_rules import RuleBook
+from memagent.vfs import SqlStore, entrance
 from memagent.vfs.errors import InvalidPath
+from memagent.vfs.records.rules import RuleBook
 from memagent.vfs.scopes import AgentView
 from tests.agent_helpers import last_tool_result, make_agent
 
@@ -133,7 +133,7 @@ def test_move_and_revert_destinations_are_checked(store: SqlStore) -> None:
     with pytest.raises(InvalidPath, match="did you mean /knowledge/draft.md"):
         store.move(S, "/draft.md", "/Knowledge/draft.md")
     with pytest.raises(InvalidPath, match="existing folder /knowledge/"):
-        writes.move(store, S, "/draft.md", "/knowledge /draft.md", policy=writes.yolo, author="cli")
+        entrance.move(store, S, "/draft.md", "/knowledge /draft.md", policy=entrance.yolo, author="cli")
     store.move(S, "/draft.md", "/knowledge/draft.md")  # the existing spelling
     # A deleted file's name is free; reverting it back beside a look-alike is not.
     store.write(S, "/k/Notes.md", "1\n")

@@ -32,8 +32,8 @@ from memagent.agent.mcp.config import ToolsConfig, expand, parse_tools_json
 from memagent.agent.mcp.results import MAX_TEXT_CHARS, convert_result
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
 from tests.process_helpers import server_tag
 

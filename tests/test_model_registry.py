@@ -28,8 +28,8 @@ from memagent.agent.model.base import CACHE_KEY, without_cache_marks
 from memagent.agent.model.registry import ModelOptions, Price
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.agent_helpers import last_tool_result
 from tests.cli_helpers import err, out, run
 

@@ -346,7 +346,7 @@ def test_sqlite_read_then_write_transactions_wait_for_other_writers(tmp_path: Pa
     from sqlalchemy import select, update
 
     from memagent.vfs.models import threads
-    from memagent.vfs.threads import ThreadStore
+    from memagent.vfs.records.threads import ThreadStore
 
     store = _sqlite(tmp_path)
     other = db.create(f"sqlite:///{tmp_path / 'm.db'}")

@@ -21,10 +21,10 @@ from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.reflection import reflect, review
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import ValidationFailed
-from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.records.queue import ProposalStore
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.render import render_blame, render_log
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from memagent.vfs.types import Origin
 from tests.cli_helpers import err, out, run
 

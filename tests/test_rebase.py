@@ -26,9 +26,9 @@ from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.reflection import Checked, Resolution, Resolve, Review, rebase, reflect, review, split_lines
 from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.proposals import NewProposal, ProposalStore
+from memagent.vfs.records.queue import NewProposal, ProposalStore
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import out, run
 
 # Hypothesis: no example database (a failure found once must not make every later

@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 
 from memagent.vfs import SqlStore, db, open_store
 from memagent.vfs.errors import DatabaseUnavailable
-from memagent.vfs.store import Store
+from memagent.vfs.files.store import Store
 
 S = "agent:a"
 Mode = Literal["waited", "blind", "at once"]

@@ -24,10 +24,10 @@ from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.reflection import Checked, Resolution, Review, rebase, reflect, review
 from memagent.agent.tools import ApprovalRequest
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.proposals import Busy, ProposalStore
+from memagent.vfs.records.queue import Busy, ProposalStore
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.render import render_log
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
 
 pytestmark = pytest.mark.usefixtures("chat_env")

@@ -1,4 +1,5 @@
-r"""The regex pre-filter (vfs/regexfilter.py, its translator vfs/regextree.py) never drops a file grep would report.
+r"""The regex pre-filter (vfs/grep/prefilter.py, its translator vfs/grep/regex_tree.py) never drops a file grep
+would report.
 
 - The translator's decisions: what is translated (and into what), what is refused.
 - Its character sets are Python's: ``\d``, ``\w``, ``\s`` and IGNORECASE partners
@@ -23,15 +24,16 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from bench.corpus import REGEX_NO_LITERAL, generate
-from memagent.vfs import SqlStore, regexfilter, regextree
-from memagent.vfs.fts import detect
-from memagent.vfs.regexfilter import LineFilter, translate
-from memagent.vfs.regextree import Chars, build, category_set, ci_partners
-from memagent.vfs.search import compile_pattern, scan, scan_plain
+from memagent.vfs import SqlStore
+from memagent.vfs.grep import prefilter, regex_tree
+from memagent.vfs.grep.engine import compile_pattern, scan, scan_plain
+from memagent.vfs.grep.fts import detect
+from memagent.vfs.grep.prefilter import LineFilter, translate
+from memagent.vfs.grep.regex_tree import Chars, build, category_set, ci_partners
 
 S = "agent:a"
 M = re.MULTILINE | re.UNICODE
-EVERY = regextree._every_char()
+EVERY = regex_tree._every_char()
 
 
 def _set(ranges: tuple[tuple[int, int], ...]) -> set[int]:
@@ -203,7 +205,7 @@ def _has_line_match(regex: re.Pattern[str], content: str) -> bool:
 @given(texts=st.lists(TEXT, min_size=1, max_size=4), pattern=patterns(), ci=st.booleans())
 def test_filter_keeps_every_matching_text(texts: list[str], pattern: str, ci: bool) -> None:
     regex = compile_pattern(pattern, case_insensitive=ci, fixed_strings=False)
-    found = regexfilter.for_regex(regex)
+    found = prefilter.for_regex(regex)
     if found is None or found.compiled is None:
         return
     for t in texts:
@@ -340,13 +342,13 @@ def test_the_filter_runs(loaded: SqlStore) -> None:
             # The choice asks the planner's costs: analyze first, so they do not depend on
             # whether autovacuum has analyzed the freshly loaded table yet.
             conn.exec_driver_sql("ANALYZE files")
-        condition, keep = regexfilter.choose(conn, features, regex)
+        condition, keep = prefilter.choose(conn, features, regex)
         if features.pg_trgm:
             assert condition is not None and keep is None
             # pg_trgm cannot narrow five digits in a row: then RE2 in Python.
             five = compile_pattern("[0-9]{5}", case_insensitive=False, fixed_strings=False)
-            assert regexfilter.choose(conn, features, five)[0] is None
-            assert regexfilter.choose(conn, features, five)[1] is not None
+            assert prefilter.choose(conn, features, five)[0] is None
+            assert prefilter.choose(conn, features, five)[1] is not None
         else:
             assert condition is None and keep is not None
     found = set(loaded.grep(S, REGEX_NO_LITERAL, limit=10**6).files)
@@ -366,7 +368,7 @@ def test_a_pattern_postgres_refuses_only_turns_its_filter_off(
     real = translate(REGEX_NO_LITERAL, M)
     assert real is not None
     broken = LineFilter(real.re2_pattern, "(?n)[\\U00000030", real.compiled)
-    monkeypatch.setattr(regexfilter, "for_regex", lambda regex: broken)
+    monkeypatch.setattr(prefilter, "for_regex", lambda regex: broken)
     for mode in ("files_with_matches", "content"):
         got = loaded.grep(S, REGEX_NO_LITERAL, output_mode=mode)
         assert got == loaded._grep_plain(S, REGEX_NO_LITERAL, output_mode=mode)
@@ -375,13 +377,13 @@ def test_a_pattern_postgres_refuses_only_turns_its_filter_off(
 
 def test_without_re2_grep_still_answers(loaded: SqlStore, monkeypatch: pytest.MonkeyPatch,
                                         no_cache: None) -> None:
-    monkeypatch.setattr(regexfilter, "_re2", lambda: None)
+    monkeypatch.setattr(prefilter, "_re2", lambda: None)
     found = translate(REGEX_NO_LITERAL, M)
     assert found is not None and found.compiled is None
     with loaded.engine.connect() as conn:
         features = detect(conn)
         regex = compile_pattern("[0-9]{5}", case_insensitive=False, fixed_strings=False)
-        assert regexfilter.choose(conn, features, regex) == (None, None)
+        assert prefilter.choose(conn, features, regex) == (None, None)
     for pattern in (REGEX_NO_LITERAL, "[0-9]{5}"):
         assert loaded.grep(S, pattern, output_mode="content") == loaded._grep_plain(
             S, pattern, output_mode="content")

@@ -17,9 +17,9 @@ import pytest
 from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.render import render_log
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import err, out, run
 
 RULE = "- Use bullet points when you summarise.\n"

@@ -22,11 +22,11 @@ from memagent.agent.model.scripted import ScriptedModel
 from memagent.agent.reflection import reflect
 from memagent.agent.serve.server import Session
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.proposals import ProposalStore
+from memagent.vfs.entrance import queue as queueing
+from memagent.vfs.entrance import submit
+from memagent.vfs.records.queue import ProposalStore
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
-from memagent.vfs.writes import queue as queueing
-from memagent.vfs.writes import submit
 from tests.cli_helpers import MEMAGENT, out, run
 from tests.pty_helpers import Screen
 

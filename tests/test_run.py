@@ -21,10 +21,10 @@ import pytest
 from bench.fake_messages_api import FakeMessagesAPI
 from memagent.agent.cli import config
 from memagent.vfs import open_store
-from memagent.vfs.approval_rules import RuleBook
+from memagent.vfs.files.store import SqlStore
 from memagent.vfs.paths import scope_name
-from memagent.vfs.proposals import ProposalStore
-from memagent.vfs.store import SqlStore
+from memagent.vfs.records.queue import ProposalStore
+from memagent.vfs.records.rules import RuleBook
 from tests.cli_helpers import MEMAGENT, err, out, run
 
 AGENTS = "# Notes agent\n- Be concise.\n"

@@ -16,9 +16,9 @@ from memagent.agent.tools.search import SearchTools
 from memagent.vfs import SqlStore
 from memagent.vfs.backends import postgres
 from memagent.vfs.backends.sqlite import fts5_match
-from memagent.vfs.ranking import MAX_TERMS, STOP_WORDS, searched, snippet, terms
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
+from memagent.vfs.search.lexical import MAX_TERMS, STOP_WORDS, searched, snippet, terms
 from tests.cli_helpers import err, out, run
 
 CORPUS: dict[str, str] = {

@@ -17,8 +17,8 @@ from memagent.agent.chat.ui.plain import PlainUI
 from memagent.agent.model import ModelError, ModelRequest, ModelResponse, Usage
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 
 RULES = "# Rules\n- Use bullet points.\n"
 SKILL = ("---\nname: meeting-notes\ndescription: Summarise meeting notes into bullets.\n---\n"

@@ -69,7 +69,7 @@ def test_fs_cat_imports_the_store_and_nothing_only_a_search_needs(tmp_path: Path
     proc, modules = imported(tmp_path, "fs", "cat", "/notes.md", "-a", "demo")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Flat white with oat milk.\n"
-    assert "sqlalchemy" in modules and "memagent.vfs.store" in modules
+    assert "sqlalchemy" in modules and "memagent.vfs.files.store" in modules
     assert modules.isdisjoint(SEARCH_ONLY + OTHER_COMMANDS + EMBEDDER_MODULES), \
         sorted(modules & {*SEARCH_ONLY, *OTHER_COMMANDS, *EMBEDDER_MODULES})
     # Nor the export formats, the chat or the validators' YAML: cat only reads.

@@ -234,7 +234,7 @@ def test_glob(store: SqlStore) -> None:
     ],
 )
 def test_grep_modes(store: SqlStore, mode: str, expected: str) -> None:
-    from memagent.vfs.search import render
+    from memagent.vfs.grep.engine import render
 
     store.write(S, "/k/a.md", "banana\nApple pie\n")
     store.write(S, "/k/b.md", "apple")
@@ -264,7 +264,7 @@ def test_grep_is_line_based_and_capped(store: SqlStore) -> None:
     assert store.grep(S, r"\Asecond").files == ["/span.md"]  # \A anchors each line
     r = store.grep(S, "hit", output_mode="content", limit=10)
     assert len(r.lines) == 10 and r.truncated
-    from memagent.vfs.search import render
+    from memagent.vfs.grep.engine import render
 
     assert "results cut at 10" in render(r)
 

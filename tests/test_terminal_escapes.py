@@ -27,9 +27,9 @@ from memagent.agent.tools import ApprovalRequest
 from memagent.validators import validate
 from memagent.vfs import SqlStore, open_store
 from memagent.vfs.errors import ValidationFailed
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.terminal_text import shown
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT, err, out, run
 from tests.pty_helpers import Screen
 from tests.pty_helpers import terminal_env as pty_terminal_env

@@ -22,8 +22,8 @@ from memagent.agent.cli import config
 from memagent.agent.model.anthropic_client import AnthropicModel
 from memagent.agent.model.providers import openai_compat
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.globbing import compile_glob, glob_matcher
-from memagent.vfs.regexsets import unambiguous
+from memagent.vfs.grep.globbing import compile_glob, glob_matcher
+from memagent.vfs.grep.regex_sets import unambiguous
 from memagent.vfs.scopes import AgentView
 from tests.cli_helpers import MEMAGENT, err, out, run
 from tests.pty_helpers import Screen
@@ -159,7 +159,7 @@ def test_glob_and_grep_with_nested_brackets_print_no_warning(bot: SqlStore) -> N
 
 
 def test_grep_with_nested_brackets_on_each_database(backend_url: str) -> None:
-    # Postgres filters with its own translation of the pattern (vfs/regexfilter.py).
+    # Postgres filters with its own translation of the pattern (vfs/grep/prefilter.py).
     s = open_store(backend_url)
     s.create_agent("bot", {"/AGENTS.md": "", "/notes/n.md": "a [x\nb\n"})
     s.close()

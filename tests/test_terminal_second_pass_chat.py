@@ -25,8 +25,8 @@ from memagent.agent.context import SUMMARY_OPEN
 from memagent.agent.model import ModelResponse
 from memagent.agent.model.scripted import ScriptedModel
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.cli_helpers import MEMAGENT
 from tests.pty_helpers import Screen
 from tests.pty_helpers import terminal_env as pty_terminal_env

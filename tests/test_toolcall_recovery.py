@@ -24,8 +24,8 @@ from memagent.agent.model.providers.openai_compat import OpenAIModel
 from memagent.agent.model.registry import ModelOptions
 from memagent.agent.model.toolcall_recovery import Recovered, StreamGate, recover
 from memagent.vfs import SqlStore, open_store
+from memagent.vfs.records.threads import ThreadStore
 from memagent.vfs.scopes import AgentView
-from memagent.vfs.threads import ThreadStore
 from tests.agent_helpers import Approver
 
 FIXTURES = Path(__file__).parent / "fixtures" / "local_model"

@@ -65,7 +65,7 @@ def test_every_public_name_resolves_to_what_its_module_defines() -> None:
 
 def test_no_public_name_is_a_module_name() -> None:
     modules = {m.name for m in pkgutil.iter_modules(vfs.__path__)}
-    assert {"writes", "paths", "render"} <= modules
+    assert {"entrance", "paths", "render", "files", "grep", "records"} <= modules
     assert not modules & set(PUBLIC)
 
 
@@ -97,9 +97,39 @@ def test_importing_the_face_loads_only_what_the_store_needs() -> None:
     tops = {m.partition(".")[0] for m in loaded}
     assert tops.isdisjoint(SEARCH_ONLY + OTHER_COMMANDS), sorted(tops & {*SEARCH_ONLY, *OTHER_COMMANDS})
     assert loaded.isdisjoint(EMBEDDER_MODULES)
-    assert "memagent.vfs.store" in loaded
+    assert "memagent.vfs.files.store" in loaded
     # The modules behind the lazy names that the store does not use load on first use.
-    lazy = {f"memagent.vfs.{m}" for m in ("approval_rules", "episodes", "memory", "proposals", "render",
-                                          "scopes", "terminal_text", "threads", "writes")}
+    lazy = {f"memagent.vfs.{m}" for m in ("records.rules", "records.episodes", "memory", "records.queue", "render",
+                                          "scopes", "terminal_text", "records.threads", "entrance")}
     assert lazy <= {f"memagent.vfs.{module}" for module, _ in vfs._LAZY.values()}
     assert loaded.isdisjoint(lazy), sorted(loaded & lazy)
+
+
+# -- the sub-packages' faces -------------------------------------------------------------
+
+SUBSYSTEMS = ("files", "grep", "records", "search")
+
+
+@pytest.mark.parametrize("package", SUBSYSTEMS)
+def test_each_subsystem_has_a_face_that_says_what_runs(package: str) -> None:
+    """Each sub-package's ``__all__`` is its ``_LAZY`` table and its ``TYPE_CHECKING`` imports,
+    every name is what its module defines, and the face itself imports none of its modules."""
+    face = __import__(f"memagent.vfs.{package}", fromlist=["_LAZY"])
+    tree = ast.parse((ROOT / "vfs" / package / "__init__.py").read_text("utf-8"))
+    assert ast.get_docstring(tree), package
+    typed: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module, ast.dump(stmt)
+                typed.update({a.name: stmt.module.removeprefix(f"memagent.vfs.{package}.") for a in stmt.names})
+    assert typed == face._LAZY and sorted(face.__all__) == sorted(face._LAZY), package
+    for name, module in face._LAZY.items():
+        defining = __import__(f"memagent.vfs.{package}.{module}", fromlist=[name])
+        assert getattr(face, name) is getattr(defining, name), (package, name)
+    # Importing the face loads nothing that ``import memagent.vfs`` (the store) does not load already.
+    loaded = []
+    for probe in (PROBE, PROBE.replace("import memagent.vfs;", f"import memagent.vfs.{package};")):
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+        loaded.append(set(json.loads(out.stdout)))
+    assert loaded[1] - loaded[0] <= {f"memagent.vfs.{package}"}, sorted(loaded[1] - loaded[0])

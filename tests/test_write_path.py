@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memagent.vfs import SqlStore, open_store
-from memagent.vfs.edits import unified_diff
 from memagent.vfs.errors import (
     EditMismatch,
     InvalidPath,
@@ -27,6 +26,7 @@ from memagent.vfs.errors import (
     StaleVersion,
     ValidationFailed,
 )
+from memagent.vfs.files.edits import unified_diff
 from memagent.vfs.scopes import AgentView
 from memagent.vfs.types import PendingChange
 

@@ -5,7 +5,7 @@ Entry points: ``open_memory(url)`` migrates the database and returns a ``Memory`
 is its store alone, a ``SqlStore`` (close either with ``close()``, or use it as a
 context manager). Changes take one path:
 ``prepare_*`` returns a ``PendingChange`` (types.py), ``commit`` stores it
-(revisions.py). Diagnostics go to the ``memagent.vfs`` logger, silent unless the
+(files/revisions.py). Diagnostics go to the ``memagent.vfs`` logger, silent unless the
 application configures logging. This package never imports ``memagent.agent``.
 
 The public face: code outside ``vfs`` (the agent, the front ends, the integrations)
@@ -15,8 +15,8 @@ Besides the store, each public name is imported from its module on first use
 (``_LAZY``, PEP 562), so ``import memagent.vfs`` costs no more than the store does:
 the review queue, threads, approval rules and the renderers load when asked for.
 A few names are renamed where the module's name carried the meaning
-(``writes.submit`` is ``submit_change``, ``paths.normalize`` is ``normalize_path``,
-``db.connect`` is ``connect_database``, ``search.render`` is ``render_grep``, ...).
+(``entrance.submit`` is ``submit_change``, ``paths.normalize`` is ``normalize_path``,
+``db.connect`` is ``connect_database``, ``grep.engine.render`` is ``render_grep``, ...).
 """
 
 from __future__ import annotations
@@ -25,21 +25,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from memagent.vfs.db import connect, require_existing
-from memagent.vfs.store import SqlStore, Store, Validator
+from memagent.vfs.files.store import SqlStore, Store, Validator
 
 if TYPE_CHECKING:
-    from memagent.vfs.approval_rules import (
-        MCP_PREFIX,
-        RULES_PATH,
-        TOOL_OF_OP,
-        Action,
-        FileTool,
-        Match,
-        Rule,
-        RuleBook,
-        RuleError,
-        parse_rule,
-    )
     from memagent.vfs.backends.postgres_roles import (
         GrantKind,
         check_role_name,
@@ -62,7 +50,6 @@ if TYPE_CHECKING:
     from memagent.vfs.backends.postgres_roles import (
         scopes_of as scopes_of_grant,
     )
-    from memagent.vfs.bulk import ChangedSince
     from memagent.vfs.db import (
         HEAD as SCHEMA_HEAD,
     )
@@ -75,11 +62,49 @@ if TYPE_CHECKING:
     from memagent.vfs.db import (
         upgrade as upgrade_database,
     )
-    from memagent.vfs.edits import apply_edit, unified_diff
     from memagent.vfs.embeddings.base import SEARCH_MODES, EmbedderError, SearchMode
     from memagent.vfs.embeddings.base import check_mode as check_search_mode
     from memagent.vfs.embeddings.hybrid import DEFAULT_MODE as DEFAULT_SEARCH_MODE
-    from memagent.vfs.episodes import built_in_message, render_message, typed_part
+    from memagent.vfs.entrance import (
+        REASON_CHARS,
+        reason_line,
+    )
+    from memagent.vfs.entrance import (
+        Policy as WritePolicy,
+    )
+    from memagent.vfs.entrance import (
+        Refused as WriteRefused,
+    )
+    from memagent.vfs.entrance import (
+        Request as WriteRequest,
+    )
+    from memagent.vfs.entrance import (
+        Verdict as WriteVerdict,
+    )
+    from memagent.vfs.entrance import (
+        approved as approved_policy,
+    )
+    from memagent.vfs.entrance import (
+        asking as asking_policy,
+    )
+    from memagent.vfs.entrance import (
+        move as move_file,
+    )
+    from memagent.vfs.entrance import (
+        queue as queue_policy,
+    )
+    from memagent.vfs.entrance import (
+        refusing as refusing_policy,
+    )
+    from memagent.vfs.entrance import (
+        require as require_change,
+    )
+    from memagent.vfs.entrance import (
+        submit as submit_change,
+    )
+    from memagent.vfs.entrance import (
+        yolo as yolo_policy,
+    )
     from memagent.vfs.errors import (
         AgentNotFound,
         AlreadyExists,
@@ -92,7 +117,12 @@ if TYPE_CHECKING:
         ValidationFailed,
         VfsError,
     )
-    from memagent.vfs.globbing import compile_glob
+    from memagent.vfs.files.bulk import ChangedSince
+    from memagent.vfs.files.edits import apply_edit, unified_diff
+    from memagent.vfs.files.revisions import check_message
+    from memagent.vfs.files.store import check_agent_name, no_agent_message
+    from memagent.vfs.grep.engine import render as render_grep
+    from memagent.vfs.grep.globbing import compile_glob
     from memagent.vfs.memory import Memory, memory_of, open_memory
     from memagent.vfs.paths import (
         MOUNTS,
@@ -107,7 +137,8 @@ if TYPE_CHECKING:
     from memagent.vfs.paths import (
         normalize as normalize_path,
     )
-    from memagent.vfs.proposals import (
+    from memagent.vfs.records.episodes import built_in_message, render_message, typed_part
+    from memagent.vfs.records.queue import (
         INTEGRATION_PREFIX,
         QUEUED_BY,
         Busy,
@@ -117,6 +148,19 @@ if TYPE_CHECKING:
         ProposalStore,
         ThreadMessage,
     )
+    from memagent.vfs.records.rules import (
+        MCP_PREFIX,
+        RULES_PATH,
+        TOOL_OF_OP,
+        Action,
+        FileTool,
+        Match,
+        Rule,
+        RuleBook,
+        RuleError,
+        parse_rule,
+    )
+    from memagent.vfs.records.threads import ThreadStore
     from memagent.vfs.render import (
         human_size,
         render_blame,
@@ -126,67 +170,23 @@ if TYPE_CHECKING:
         render_search,
         when,
     )
-    from memagent.vfs.revisions import check_message
     from memagent.vfs.scopes import AgentView
-    from memagent.vfs.search import render as render_grep
-    from memagent.vfs.store import check_agent_name, no_agent_message
     from memagent.vfs.terminal_text import shown
-    from memagent.vfs.threads import ThreadStore
     from memagent.vfs.types import Approval, Author, Change, FileContent, FileInfo, Origin, PendingChange, SearchHit
-    from memagent.vfs.writes import (
-        REASON_CHARS,
-        reason_line,
-    )
-    from memagent.vfs.writes import (
-        Policy as WritePolicy,
-    )
-    from memagent.vfs.writes import (
-        Refused as WriteRefused,
-    )
-    from memagent.vfs.writes import (
-        Request as WriteRequest,
-    )
-    from memagent.vfs.writes import (
-        Verdict as WriteVerdict,
-    )
-    from memagent.vfs.writes import (
-        approved as approved_policy,
-    )
-    from memagent.vfs.writes import (
-        asking as asking_policy,
-    )
-    from memagent.vfs.writes import (
-        move as move_file,
-    )
-    from memagent.vfs.writes import (
-        queue as queue_policy,
-    )
-    from memagent.vfs.writes import (
-        refusing as refusing_policy,
-    )
-    from memagent.vfs.writes import (
-        require as require_change,
-    )
-    from memagent.vfs.writes import (
-        submit as submit_change,
-    )
-    from memagent.vfs.writes import (
-        yolo as yolo_policy,
-    )
 
 # Public name -> (module under memagent.vfs, its name there). Keep in step with the
 # TYPE_CHECKING imports above (tests/test_vfs_public_face.py checks both against __all__).
 _LAZY: dict[str, tuple[str, str]] = {
-    "Action": ("approval_rules", "Action"),
-    "FileTool": ("approval_rules", "FileTool"),
-    "MCP_PREFIX": ("approval_rules", "MCP_PREFIX"),
-    "Match": ("approval_rules", "Match"),
-    "RULES_PATH": ("approval_rules", "RULES_PATH"),
-    "Rule": ("approval_rules", "Rule"),
-    "RuleBook": ("approval_rules", "RuleBook"),
-    "RuleError": ("approval_rules", "RuleError"),
-    "TOOL_OF_OP": ("approval_rules", "TOOL_OF_OP"),
-    "parse_rule": ("approval_rules", "parse_rule"),
+    "Action": ("records.rules", "Action"),
+    "FileTool": ("records.rules", "FileTool"),
+    "MCP_PREFIX": ("records.rules", "MCP_PREFIX"),
+    "Match": ("records.rules", "Match"),
+    "RULES_PATH": ("records.rules", "RULES_PATH"),
+    "Rule": ("records.rules", "Rule"),
+    "RuleBook": ("records.rules", "RuleBook"),
+    "RuleError": ("records.rules", "RuleError"),
+    "TOOL_OF_OP": ("records.rules", "TOOL_OF_OP"),
+    "parse_rule": ("records.rules", "parse_rule"),
     "GrantKind": ("backends.postgres_roles", "GrantKind"),
     "check_role_name": ("backends.postgres_roles", "check_role_name"),
     "create_role": ("backends.postgres_roles", "create_role"),
@@ -197,21 +197,21 @@ _LAZY: dict[str, tuple[str, str]] = {
     "require_postgres_url": ("backends.postgres_roles", "require_postgres_url"),
     "revoke_role": ("backends.postgres_roles", "revoke"),
     "scopes_of_grant": ("backends.postgres_roles", "scopes_of"),
-    "ChangedSince": ("bulk", "ChangedSince"),
+    "ChangedSince": ("files.bulk", "ChangedSince"),
     "DatabaseMissing": ("db", "DatabaseMissing"),
     "SCHEMA_HEAD": ("db", "HEAD"),
     "connect_database": ("db", "connect"),
     "upgrade_database": ("db", "upgrade"),
-    "apply_edit": ("edits", "apply_edit"),
-    "unified_diff": ("edits", "unified_diff"),
+    "apply_edit": ("files.edits", "apply_edit"),
+    "unified_diff": ("files.edits", "unified_diff"),
     "EmbedderError": ("embeddings.base", "EmbedderError"),
     "SEARCH_MODES": ("embeddings.base", "SEARCH_MODES"),
     "SearchMode": ("embeddings.base", "SearchMode"),
     "check_search_mode": ("embeddings.base", "check_mode"),
     "DEFAULT_SEARCH_MODE": ("embeddings.hybrid", "DEFAULT_MODE"),
-    "built_in_message": ("episodes", "built_in_message"),
-    "render_message": ("episodes", "render_message"),
-    "typed_part": ("episodes", "typed_part"),
+    "built_in_message": ("records.episodes", "built_in_message"),
+    "render_message": ("records.episodes", "render_message"),
+    "typed_part": ("records.episodes", "typed_part"),
     "AgentNotFound": ("errors", "AgentNotFound"),
     "AlreadyExists": ("errors", "AlreadyExists"),
     "DatabaseUnavailable": ("errors", "DatabaseUnavailable"),
@@ -222,7 +222,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "StaleVersion": ("errors", "StaleVersion"),
     "ValidationFailed": ("errors", "ValidationFailed"),
     "VfsError": ("errors", "VfsError"),
-    "compile_glob": ("globbing", "compile_glob"),
+    "compile_glob": ("grep.globbing", "compile_glob"),
     "Memory": ("memory", "Memory"),
     "memory_of": ("memory", "memory_of"),
     "open_memory": ("memory", "open_memory"),
@@ -233,14 +233,14 @@ _LAZY: dict[str, tuple[str, str]] = {
     "normalize_path": ("paths", "normalize"),
     "normalize_file": ("paths", "normalize_file"),
     "scope_name": ("paths", "scope_name"),
-    "Busy": ("proposals", "Busy"),
-    "INTEGRATION_PREFIX": ("proposals", "INTEGRATION_PREFIX"),
-    "NewProposal": ("proposals", "NewProposal"),
-    "Proposal": ("proposals", "Proposal"),
-    "ProposalOp": ("proposals", "ProposalOp"),
-    "ProposalStore": ("proposals", "ProposalStore"),
-    "QUEUED_BY": ("proposals", "QUEUED_BY"),
-    "ThreadMessage": ("proposals", "ThreadMessage"),
+    "Busy": ("records.queue", "Busy"),
+    "INTEGRATION_PREFIX": ("records.queue", "INTEGRATION_PREFIX"),
+    "NewProposal": ("records.queue", "NewProposal"),
+    "Proposal": ("records.queue", "Proposal"),
+    "ProposalOp": ("records.queue", "ProposalOp"),
+    "ProposalStore": ("records.queue", "ProposalStore"),
+    "QUEUED_BY": ("records.queue", "QUEUED_BY"),
+    "ThreadMessage": ("records.queue", "ThreadMessage"),
     "human_size": ("render", "human_size"),
     "render_blame": ("render", "render_blame"),
     "render_log": ("render", "render_log"),
@@ -248,13 +248,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     "render_numbered": ("render", "render_numbered"),
     "render_search": ("render", "render_search"),
     "when": ("render", "when"),
-    "check_message": ("revisions", "check_message"),
+    "check_message": ("files.revisions", "check_message"),
     "AgentView": ("scopes", "AgentView"),
-    "render_grep": ("search", "render"),
-    "check_agent_name": ("store", "check_agent_name"),
-    "no_agent_message": ("store", "no_agent_message"),
+    "render_grep": ("grep.engine", "render"),
+    "check_agent_name": ("files.store", "check_agent_name"),
+    "no_agent_message": ("files.store", "no_agent_message"),
     "shown": ("terminal_text", "shown"),
-    "ThreadStore": ("threads", "ThreadStore"),
+    "ThreadStore": ("records.threads", "ThreadStore"),
     "Approval": ("types", "Approval"),
     "Author": ("types", "Author"),
     "Change": ("types", "Change"),
@@ -263,20 +263,20 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Origin": ("types", "Origin"),
     "PendingChange": ("types", "PendingChange"),
     "SearchHit": ("types", "SearchHit"),
-    "WritePolicy": ("writes", "Policy"),
-    "REASON_CHARS": ("writes", "REASON_CHARS"),
-    "WriteRefused": ("writes", "Refused"),
-    "WriteRequest": ("writes", "Request"),
-    "WriteVerdict": ("writes", "Verdict"),
-    "approved_policy": ("writes", "approved"),
-    "asking_policy": ("writes", "asking"),
-    "move_file": ("writes", "move"),
-    "queue_policy": ("writes", "queue"),
-    "reason_line": ("writes", "reason_line"),
-    "refusing_policy": ("writes", "refusing"),
-    "require_change": ("writes", "require"),
-    "submit_change": ("writes", "submit"),
-    "yolo_policy": ("writes", "yolo"),
+    "WritePolicy": ("entrance", "Policy"),
+    "REASON_CHARS": ("entrance", "REASON_CHARS"),
+    "WriteRefused": ("entrance", "Refused"),
+    "WriteRequest": ("entrance", "Request"),
+    "WriteVerdict": ("entrance", "Verdict"),
+    "approved_policy": ("entrance", "approved"),
+    "asking_policy": ("entrance", "asking"),
+    "move_file": ("entrance", "move"),
+    "queue_policy": ("entrance", "queue"),
+    "reason_line": ("entrance", "reason_line"),
+    "refusing_policy": ("entrance", "refusing"),
+    "require_change": ("entrance", "require"),
+    "submit_change": ("entrance", "submit"),
+    "yolo_policy": ("entrance", "yolo"),
 }
 
 

@@ -6,8 +6,8 @@ first use, over the store's one ``Database`` (engine and backend):
 - ``files``: the file store (``SqlStore``: every agent's, user's and org's files,
   their revisions, the full-text and vector indexes);
 - ``threads``: the chat threads (``ThreadStore``), which also keep the conversation
-  files below ``/conversations/`` (``vfs/conversation_files.py``, rendered by
-  ``vfs/episodes.py``);
+  files below ``/conversations/`` (``vfs/records/conversation_files.py``, rendered by
+  ``vfs/records/episodes.py``);
 - ``queue``: reflection runs and the review queue of proposed edits (``ProposalStore``);
 - ``rules(agent)``: an agent's approval rules (``RuleBook``, one per agent);
 - ``vectors``: the embeddings index (``files.vectors``, ``vfs/embeddings/index.py``);
@@ -47,14 +47,14 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import event
 
 from memagent.vfs import open_store
-from memagent.vfs.store import SqlStore, Store, Validator
+from memagent.vfs.files.store import SqlStore, Store, Validator
 
 if TYPE_CHECKING:
-    from memagent.vfs.approval_rules import RuleBook
     from memagent.vfs.embeddings.index import VectorIndex
-    from memagent.vfs.proposals import ProposalStore
+    from memagent.vfs.records.queue import ProposalStore
+    from memagent.vfs.records.rules import RuleBook
+    from memagent.vfs.records.threads import ThreadStore
     from memagent.vfs.scopes import AgentView
-    from memagent.vfs.threads import ThreadStore
 
 # The attribute under which a store keeps the one Memory over it (see the module docstring).
 _KEPT = "_memagent_memory"
@@ -97,7 +97,7 @@ class Memory:
     def threads(self) -> ThreadStore:
         """Every agent's chat threads, and their conversation files."""
         if self._threads is None:
-            from memagent.vfs.threads import ThreadStore
+            from memagent.vfs.records.threads import ThreadStore
 
             with self._lock:
                 if self._threads is None:
@@ -108,7 +108,7 @@ class Memory:
     def queue(self) -> ProposalStore:
         """Reflection runs and the review queue of proposed memory edits (every agent's)."""
         if self._queue is None:
-            from memagent.vfs.proposals import ProposalStore
+            from memagent.vfs.records.queue import ProposalStore
 
             with self._lock:
                 if self._queue is None:
@@ -119,7 +119,7 @@ class Memory:
         """``agent``'s approval rules (read from its settings scope at each decision)."""
         book = self._rules.get(agent)
         if book is None:
-            from memagent.vfs.approval_rules import RuleBook
+            from memagent.vfs.records.rules import RuleBook
 
             with self._lock:
                 book = self._rules.setdefault(agent, RuleBook(self.files, agent))

@@ -9,12 +9,12 @@ Invariants:
   prefix range scan on the (scope, path) index finds exactly a directory's files.
 - Every revision carries its provenance (``origin*`` columns, 0005). The full-text
   search index (FTS5 ``files_search`` on SQLite, the generated ``files.search_doc``
-  on Postgres) lives only in the migrations: queries reach it as text (``ranking.py``).
+  on Postgres) lives only in the migrations: queries reach it as text (``search/lexical.py``).
 - ``dirs`` (0006) holds one row per directory with live files below it and their
   count, kept in step by triggers on ``files`` (see that migration); ``ls`` reads
   a directory's children from it instead of every path below.
 - ``reflection_runs`` and ``proposals`` hold background reflection and its review
-  queue (``proposals.py``).
+  queue (``records/queue.py``).
 - The schema is created by the Alembic migrations in ``migrations/``, never by
   ``metadata.create_all``; these definitions mirror them for query building.
 """

@@ -20,7 +20,7 @@ by code point), so callers need one ``except``.
 forms, accents on Latin, Greek and Cyrillic letters, Cyrillic and Greek letters shaped
 like Latin ones, dash and space variants, trailing spaces and dots all fold away). The
 normaliser does not apply it (``Notes.md`` and ``notes.md`` are two paths); the store
-refuses a NEW name whose key equals an existing sibling's (``vfs/writing.py``).
+refuses a NEW name whose key equals an existing sibling's (``vfs/files/mutations.py``).
 
 It also holds the two names every layer shares about where a file lives: the
 reserved mounts (``MOUNTS``: top-level folders of an agent's view that belong to

@@ -10,7 +10,7 @@ several times faster, and merging many writes at once costs less than each alone
 - SQLite (migration 0008): triggers record in ``fts_pending`` each changed row and
   the text the FTS5 indexes still hold for it; merging deletes that text from both
   indexes, indexes the rows' current text and empties the table. Until then grep
-  adds the pending rows to its candidates (``vfs/fts.py``), and search merges first.
+  adds the pending rows to its candidates (``vfs/grep/fts.py``), and search merges first.
 
 For one store:
 

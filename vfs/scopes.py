@@ -16,14 +16,15 @@ from __future__ import annotations
 from contextlib import suppress
 from dataclasses import dataclass
 
-from . import episodes, paths, writes
+from . import entrance, paths
 from .backends.postgres_roles import PermissionDenied
 from .embeddings.base import SearchMode
 from .embeddings.hybrid import DEFAULT_MODE
 from .errors import InvalidPath, NotFound, ReadOnly
-from .search import DEFAULT_LIMIT
-from .store import Store
-from .threads import ThreadStore
+from .files.store import Store
+from .grep.engine import DEFAULT_LIMIT
+from .records import episodes
+from .records.threads import ThreadStore
 from .types import (
     Approval,
     Author,
@@ -293,16 +294,16 @@ class AgentView:
                            author=author, approval=approval, message=message, origin=origin)
 
     def move(self, src: str, dst: str, *, author: Author = "cli", approval: Approval = "cli",
-             message: str = "", origin: Origin | None = None, policy: writes.Policy | None = None) -> Change:
-        """Move through the write entrance (``writes.move``): ``policy`` decides, or, as for
+             message: str = "", origin: Origin | None = None, policy: entrance.Policy | None = None) -> Change:
+        """Move through the write entrance (``entrance.move``): ``policy`` decides, or, as for
         this view's other convenience writers, a person's own command approved as ``approval``."""
         a = self._file(src, write=True)
         b = self._file(dst, write=True)
         if a.scope != b.scope:
             raise ReadOnly(f"cannot move {a.shown} to {b.shown} across memory scopes; copy and delete instead")
-        result = writes.move(self.store, a.scope, a.path, b.path, mount=a.mount, author=author, origin=origin,
-                             reason=message, policy=policy if policy is not None else writes.approved(approval))
-        return writes.require(result)
+        result = entrance.move(self.store, a.scope, a.path, b.path, mount=a.mount, author=author, origin=origin,
+                             reason=message, policy=policy if policy is not None else entrance.approved(approval))
+        return entrance.require(result)
 
     def revert(self, path: str, to_version: int, *, author: Author = "cli", approval: Approval = "cli",
                message: str = "", origin: Origin | None = None) -> Change:

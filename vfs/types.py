@@ -12,7 +12,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Literal
 
-from memagent.vfs.edits import unified_diff
+from memagent.vfs.files.edits import unified_diff
 
 # Who made a change: a person in chat ("user"), the model, a subagent, an import,
 # a person at the command line.
@@ -20,7 +20,7 @@ Author = Literal["user", "agent", "subagent", "import", "cli"]
 # How it was approved: a person said yes, approval was off, a person's own command,
 # no approval was needed, an MCP client's own per-call permission prompt
 # (``memagent mcp serve --approval client``), or an ``allow`` approval rule
-# (``vfs/approval_rules.py``; the origin's detail names the rule).
+# (``vfs/records/rules.py``; the origin's detail names the rule).
 Approval = Literal["human", "yolo", "cli", "auto", "client", "rule"]
 ChangeOp = Literal["write", "edit", "delete"]
 # Where a change came from (provenance, kept with each revision): a chat turn, a

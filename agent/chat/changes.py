@@ -3,7 +3,7 @@
 Invariants:
 - Undo and redo walk the session's ``ChangeLog`` stacks (``undoable``, newest last;
   ``redoable``) and each makes one new revision, author ``user``, approval
-  ``human``, through the one write path (``prepare_*`` -> ``vfs.writes.submit`` with
+  ``human``, through the one write path (``prepare_*`` -> ``vfs.entrance.submit`` with
   the person's own approval -> ``commit``): the content is validated, the version
   read is checked, and nothing is lost.
 - A file is undone or redone only while it is at the version this session last

@@ -6,7 +6,7 @@ Invariants:
 - Commands change memory only two ways: ``/remember`` and ``/compact`` send a prompt
   through ``Agent.turn``, so every edit passes the validators and the approval gate;
   ``/undo``, ``/redo`` and ``/edit`` are the person's own acts, taken through
-  ``vfs.writes.submit`` and recorded as author ``user``, approval ``human``
+  ``vfs.entrance.submit`` and recorded as author ``user``, approval ``human``
   (``changes`` keeps undo and redo stacking).
 - A command's mistake (a missing file, a bad path) is one line through the UI; it
   never ends the session.

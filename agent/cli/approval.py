@@ -1,6 +1,6 @@
 """``memagent approval add|list|rm``: an agent's approval rules, from the command line.
 
-Invariants: the rules are read and written only through ``vfs.approval_rules.RuleBook``
+Invariants: the rules are read and written only through ``vfs.records.rules.RuleBook``
 (a settings scope no memory tool reaches, each change a revision made at the version
 read); a bad rule or number is one line and exit 1 with nothing changed; ``list``
 prints the rules numbered in the order they are tried, then what applies when none

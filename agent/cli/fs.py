@@ -1,11 +1,11 @@
 """``memagent fs``: a person's file commands on an agent's memory.
 
-Writes here take the agent's write path (``prepare_*`` then ``vfs.writes.submit`` with
+Writes here take the agent's write path (``prepare_*`` then ``vfs.entrance.submit`` with
 the ``approved("cli")`` policy, then ``commit``: validated and versioned exactly like
 the agent's, author ``cli``, approval ``cli``) but never prompt: the person typing is
 the approval. A write (or revert) that would leave the file as it is stores nothing
 and says so. ``fs revert`` is a write of the old content through the same entrance;
-``fs mv`` is ``vfs.writes.move`` (the destination checked as a write, the same policy,
+``fs mv`` is ``vfs.entrance.move`` (the destination checked as a write, the same policy,
 then two revisions in one transaction at the source version read), approval ``cli``.
 ``fs edit PATH`` without strings opens ``$EDITOR``; invalid text is shown and may be
 edited again, never stored.

@@ -5,7 +5,7 @@ Invariants:
   no task is given (or ``-``); no question is ever asked: where chat would ask a
   person, the unattended policy applies (``--unattended``, by default ``queue``:
   the edit waits in the review queue for ``memagent review``).
-- The agent's approval rules (``vfs/approval_rules.py``) decide first, exactly as
+- The agent's approval rules (``vfs/records/rules.py``) decide first, exactly as
   in chat; ``--yolo`` overrides them and says so on stderr.
 - Standard output holds the final answer only (or, with ``--json``, one JSON
   object: the answer, the tool calls, the memory changes with their versions, the

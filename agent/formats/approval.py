@@ -1,4 +1,4 @@
-"""Carrying an agent's approval rules (``vfs/approval_rules.py``) into an export.
+"""Carrying an agent's approval rules (``vfs/records/rules.py``) into an export.
 
 Each target gets what it has an equivalent for, and a ``Note`` for every rule (or part
 of one) it cannot hold, so nothing is dropped silently:

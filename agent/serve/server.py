@@ -13,7 +13,7 @@ and texts of the chat's providers. Invariants:
 - Writes take the one write path (``prepare_*`` -> version check -> gate -> commit).
   ``client`` and ``yolo`` approve in the gate (the client asked its user before it
   called, or no one is asked) and record that as the revision's approval; ``queue``
-  stores the checked change as a pending proposal (``vfs.proposals``) for
+  stores the checked change as a pending proposal (``vfs.records.queue``) for
   ``memagent review`` and stores no revision. Author ``agent``; origin ``mcp`` with
   the client's name and version (from the client's ``clientInfo``).
 - One ``Session`` per MCP session (the ``mcp-session-id`` of streamable HTTP; the

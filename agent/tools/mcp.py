@@ -262,7 +262,7 @@ class McpTools:
             return ToolResult(f"{name} is not an MCP tool of this agent", True)
         ask = rule.approval
         if self.rules is not None and not getattr(self.gate, "yolo", False):
-            # The agent's approval rules first (``vfs/approval_rules.py``); no rule: tools.json's flag.
+            # The agent's approval rules first (``vfs/records/rules.py``); no rule: tools.json's flag.
             found = self.rules.match(name, None, default="ask" if rule.approval else "allow")
             if self.rules.heard is not None and found.rule is not None:
                 self.rules.heard(f"approval {found.describe()}: {name}")

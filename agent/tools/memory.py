@@ -6,7 +6,7 @@ traces a write from the tool call to the commit. Invariants:
 - Errors are values: every failure becomes a ``ToolResult(is_error=True)`` whose
   text says how to fix the call; nothing here raises to the loop for a bad call.
 - Every change takes the one write path: ``view.prepare_*`` (path rules, one read,
-  the edit, validators) -> ``vfs.writes.submit`` (no-op check, the reason, then this
+  the edit, validators) -> ``vfs.entrance.submit`` (no-op check, the reason, then this
   provider's policy: the version check, the tools.json probe, the gate) -> the commit
   against the version that was read, so an edit never lands on a file that changed
   underneath it, and a refusal at any step changes nothing. With ``defer`` (writes
@@ -245,7 +245,7 @@ class Basis:
 
 @dataclass(frozen=True)
 class RuledApproval:
-    """The agent's approval rules (``vfs/approval_rules.py``) as a provider applies them.
+    """The agent's approval rules (``vfs/records/rules.py``) as a provider applies them.
 
     ``queue`` is where an edit a ``queue`` rule picks goes (a ``queue_policy``;
     None: this context has no review queue, so such an edit is refused);
@@ -394,7 +394,7 @@ class MemoryTools:
 
     def _gated(self, pending: PendingChange, reason: str = "",
                expected_version: int | None = None) -> ToolResult:
-        """The change through the one write entrance (``vfs.writes.submit``: no-op check,
+        """The change through the one write entrance (``vfs.entrance.submit``: no-op check,
         reason, policy, commit at the version read); this provider's policy is the version
         check, the tools.json probe, then the gate (or ``defer``)."""
 

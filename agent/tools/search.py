@@ -4,7 +4,7 @@ Invariants:
 - Read-only: it changes nothing and asks no one.
 - Ranking goes through a ``MemorySearch`` (anything with ``search(query, k, mode)``
   returning ``SearchHit``s in view paths). The default is the agent's view: words
-  (the full-text index, ``vfs/ranking.py``), meaning (vectors), or both fused
+  (the full-text index, ``vfs/search/lexical.py``), meaning (vectors), or both fused
   (``vfs/embeddings/hybrid.py``), as ``mode`` says.
 - Errors are values: an empty or wordless query, a bad ``k`` or ``mode``, is an
   ``is_error`` result saying how to fix the call; no query can crash or hang it.

@@ -85,7 +85,7 @@ def in_scopes(scopes: Sequence[str]) -> tuple[str, dict[str, Any]]:
 
 class PrefilterQuery(Protocol):
     """A grep pattern's required text, rendered for whichever index a backend has
-    (``vfs/fts.py`` builds it; backends never read the pattern themselves)."""
+    (``vfs/grep/fts.py`` builds it; backends never read the pattern themselves)."""
 
     def fts5(self) -> str:
         """An FTS5 MATCH expression over the trigram index."""
@@ -185,7 +185,7 @@ class Backend(Protocol):
 
     def regex_prefilter(self, conn: Connection, features: Features, pg_pattern: str) -> ColumnElement[bool] | None:
         """For a regex no literal narrows (``pg_pattern``: the regex in Postgres' syntax,
-        ``regextree.pg_syntax``): a WHERE condition the database's own index answers, when it
+        ``grep.regex_tree.pg_syntax``): a WHERE condition the database's own index answers, when it
         narrows the search; None when grep should read every text (RE2 pre-checks them)."""
         ...
 

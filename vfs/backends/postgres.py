@@ -209,7 +209,7 @@ def _direct_to_server(dbapi_conn: Any) -> bool:
 
 
 def pg_condition(pg_pattern: str) -> ColumnElement[bool]:
-    # Inline (literal_execute), as fts.py does for LIKE: a generic plan with a bound
+    # Inline (literal_execute), as grep/fts.py does for LIKE: a generic plan with a bound
     # parameter could not let pg_trgm read the regex.
     return files.c.content.bool_op("~")(bindparam(None, pg_pattern, literal_execute=True))
 
@@ -387,7 +387,7 @@ class PostgresBackend:
                                   for i in range(len(words)))
         query_sql = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(words)))
         wparams: dict[str, Any] = {f"w{i}": w for i, w in enumerate(words)}
-        # Words are letters and digits only (``ranking.terms``), so nothing in them is a
+        # Words are letters and digits only (``search.lexical.terms``), so nothing in them is a
         # LIKE wildcard; ILIKE folds case (/AGENTS.md) at half the cost of lower() + LIKE.
         wparams.update({f"p{i}": f"%{stem}%" for i, stem in enumerate(stems)})
         candidates = _PG_CANDIDATES_ONE if len(words) == 1 else _PG_CANDIDATES_MANY

@@ -90,7 +90,7 @@ READ_ONLY = ("alembic_version", "memagent_grants", "memagent_roles")
 # quoting in psql either; ``pg_`` is reserved by Postgres.
 ROLE_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 SCRAM_ITERATIONS = 4096
-# The store's agent-name rule (vfs/storecore.check_agent_name; not imported: that
+# The store's agent-name rule (vfs/files/core.py check_agent_name; not imported: that
 # module imports the backends) and the characters config.user_id keeps.
 _AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _SCOPE_ID = re.compile(r"[A-Za-z0-9_.@-]+")

@@ -1,7 +1,7 @@
 """Ranked search in three modes: lexical (full text), semantic (vectors), hybrid (both fused).
 
 Invariants:
-- ``lexical`` is exactly ``ranking.FullTextRanker``'s answer.
+- ``lexical`` is exactly ``search.lexical.FullTextRanker``'s answer.
 - ``semantic`` ranks by the best chunk's cosine similarity (``index.VectorIndex``);
   its snippet is the line of that chunk holding most query words (its first line
   when none does).
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
-from memagent.vfs import ranking
+from memagent.vfs.search.lexical import MAX_K, Ranked, Ranker, searched, snippet, terms
 
 from .base import SearchMode
 from .chunks import chunk_text
@@ -44,21 +44,21 @@ def depth(k: int) -> int:
 
 
 def _semantic_snippet(hit: SemanticHit, text: dict[int, str], words: Sequence[str]) -> str:
-    return ranking.snippet(chunk_text(text.get(hit.file_id, ""), hit.chunk), words)
+    return snippet(chunk_text(text.get(hit.file_id, ""), hit.chunk), words)
 
 
-def search(conn: Connection, lexical: ranking.Ranker, vectors: VectorIndex, scopes: Sequence[str],
-           query: str, k: int, mode: SearchMode) -> list[ranking.Ranked]:
-    k = max(1, min(int(k), ranking.MAX_K))
+def search(conn: Connection, lexical: Ranker, vectors: VectorIndex, scopes: Sequence[str],
+           query: str, k: int, mode: SearchMode) -> list[Ranked]:
+    k = max(1, min(int(k), MAX_K))
     if mode == "lexical":
         return lexical.rank(conn, scopes, query, k)
-    words = ranking.searched(ranking.terms(query))
+    words = searched(terms(query))
     if not query.strip() or not scopes:
         return []
     if mode == "semantic":
         hits = vectors.rank(conn, scopes, query, k, MIN_SIMILARITY)
         text = contents(conn, [h.file_id for h in hits])
-        return [ranking.Ranked(h.scope, h.path, h.score, _semantic_snippet(h, text, words), h.version)
+        return [Ranked(h.scope, h.path, h.score, _semantic_snippet(h, text, words), h.version)
                 for h in hits]
     n = depth(k)
     lex = lexical.rank(conn, scopes, query, n) if words else []
@@ -78,8 +78,8 @@ def search(conn: Connection, lexical: ranking.Ranker, vectors: VectorIndex, scop
     for key in order:
         s = by_sem.get(key)
         if s is not None:
-            out.append(ranking.Ranked(s.scope, s.path, fused[key], _semantic_snippet(s, text, words), s.version))
+            out.append(Ranked(s.scope, s.path, fused[key], _semantic_snippet(s, text, words), s.version))
         else:
             h = by_lex[key]
-            out.append(ranking.Ranked(h.scope, h.path, fused[key], h.snippet, h.version))
+            out.append(Ranked(h.scope, h.path, fused[key], h.snippet, h.version))
     return out

@@ -9,7 +9,7 @@
     folded), external content (the text is not stored twice), maintained by
     triggers like the trigram index of 0003; ranked with ``bm25``. Invariant: it
     holds exactly the rows of ``files`` whose content is not NULL. Without FTS5 the
-    table is not created and search falls back to a scan (``vfs/ranking.py``).
+    table is not created and search falls back to a scan (``vfs/search/lexical.py``).
   - Postgres: ``files.search_doc``, a stored generated ``tsvector`` (the path's
     words weighted A, the content's B, English stemming) with a GIN index; ranked
     with ``ts_rank``. The document is built by ``memagent_search_doc``, which

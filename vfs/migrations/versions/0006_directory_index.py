@@ -15,7 +15,7 @@
   before a ``/``: on SQLite, whose triggers cannot run a recursive query, they are
   read off ``memagent_positions`` (the numbers 1..1024, the longest path); on
   Postgres off ``generate_series``.
-- Bulk loads (``vfs/bulk.py``) switch the per-row upkeep off for the rows they
+- Bulk loads (``vfs/files/bulk.py``) switch the per-row upkeep off for the rows they
   insert and do it once for the whole batch: on SQLite by a row in
   ``memagent_bulk`` (only ever present inside the loading transaction, which holds
   the database's only write lock, so no other writer can see it), which also

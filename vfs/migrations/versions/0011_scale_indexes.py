@@ -22,7 +22,7 @@ the scope or by a file's id, except the ones below.
   a b-tree (or from the other GIN index) and re-check every one of the scope's
   TOASTed texts instead (1.8 ms at 100 files, seconds at 10,000), since it does not
   cost reading TOAST. grep and search name their own index's expression
-  (``vfs/grepping.py``, ``backends/postgres.py``); a query that does not still uses
+  (``vfs/files/grepping.py``, ``backends/postgres.py``); a query that does not still uses
   the index for its text keys as before. Without ``btree_gin`` (not installed, no
   privilege) the indexes stay as they were and a warning says so.
 - SQLite's FTS5 indexes cannot take a scope key; see ``docs/scale-out.md``.

@@ -1,7 +1,7 @@
 """Grep over file contents: the exact matcher every search path agrees with.
 
 Invariant: whatever narrows the candidate files first (a glob, a database index,
-the RE2 or Postgres regex of ``regexfilter``), the final answer comes from
+the RE2 or Postgres regex of ``prefilter``), the final answer comes from
 ``scan`` on the real contents, so fast paths can only drop files that could not
 match, never change what a match is. ``scan_plain`` defines the answer: lines are
 split on ``\\n`` only (a final ``\\n`` ends the last line, it does not start an
@@ -9,10 +9,10 @@ empty one) and a match is a Python ``re`` search within one line. ``scan``
 returns exactly the same, and never runs unbounded:
 
 - Patterns Python's backtracking ``re`` provably runs in linear time
-  (``regexinfo.backtracking_is_linear``: no unbounded repeat, a few paths: literals,
+  (``regex_info.backtracking_is_linear``: no unbounded repeat, a few paths: literals,
   ``[0-9]{3}-[0-9]{4}``, ``\\bword\\b``) are matched by ``re`` itself, the fastest
-  engine for them, over the whole text where ``regexinfo`` proves that exact.
-- Other patterns RE2 can express exactly (``regexfilter.linear``: all but
+  engine for them, over the whole text where ``regex_info`` proves that exact.
+- Other patterns RE2 can express exactly (``prefilter.linear``: all but
   backreferences, lookarounds, conditionals, atomic groups, possessive repeats,
   ``\\B`` and counts over 1,000; ``\\b`` on ASCII text only) are matched by RE2,
   in time linear in the text, over the whole text at once.
@@ -38,13 +38,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import paths, regexsets
-from .errors import InvalidPattern
+from .. import paths
+from ..errors import InvalidPattern
+from ..types import GrepMode, GrepResult
+from . import regex_sets
 from .globbing import compile_glob, glob_matcher
-from .types import GrepMode, GrepResult
 
 if TYPE_CHECKING:
-    from . import regexfilter, regexinfo
+    from . import prefilter, regex_info
 
 DEFAULT_LIMIT = 200
 # Hits located in the whole text before the rest of a file is split into lines.
@@ -63,13 +64,13 @@ def compile_pattern(pattern: str, *, case_insensitive: bool, fixed_strings: bool
     if pattern == "":
         raise InvalidPattern("the grep pattern is empty; give a word or a regular expression")
     flags = re.MULTILINE | (re.IGNORECASE if case_insensitive else 0)
-    if not fixed_strings and (posix := regexsets.posix_class(pattern)) is not None:
+    if not fixed_strings and (posix := regex_sets.posix_class(pattern)) is not None:
         raise InvalidPattern(
             f"grep pattern {pattern!r} uses the POSIX class [:{posix}:], which Python regular expressions "
-            f"do not have; write {regexsets.POSIX_CLASSES[posix]} instead")
+            f"do not have; write {regex_sets.POSIX_CLASSES[posix]} instead")
     try:
         # Spelled so re does not print a FutureWarning for "[[" and the like (same meaning).
-        return re.compile(re.escape(pattern) if fixed_strings else regexsets.unambiguous(pattern, flags), flags)
+        return re.compile(re.escape(pattern) if fixed_strings else regex_sets.unambiguous(pattern, flags), flags)
     except re.error as exc:
         raise InvalidPattern(
             f"grep pattern {pattern!r} is not a valid Python regular expression ({exc}); "
@@ -280,11 +281,11 @@ def _has_hit_whole_text(content: str, regex: re.Pattern[str], empty_line_hits: b
     return next(_hits_whole_text(content, regex, empty_line_hits), None) is not None
 
 
-def _python_hits(content: str, regex: re.Pattern[str], facts: regexinfo.PatternInfo,
+def _python_hits(content: str, regex: re.Pattern[str], facts: regex_info.PatternInfo,
                  mode: GrepMode, empty_line_hits: bool) -> Iterable[tuple[int, str]]:
     """``line_local`` patterns search the whole text (no split into lines); other
     ``whole_text_ok`` ones skip a text with no match in it; the rest go line by line
-    (see ``regexinfo`` for why each shortcut is exact). ``empty_line_hits``: whether
+    (see ``regex_info`` for why each shortcut is exact). ``empty_line_hits``: whether
     the pattern matches an empty line on its own."""
     if facts.line_local:
         if mode == "files_with_matches":
@@ -298,7 +299,7 @@ def _python_hits(content: str, regex: re.Pattern[str], facts: regexinfo.PatternI
 # -- RE2: linear time ----------------------------------------------------------------
 
 
-def _linear_hits(found: regexfilter.Linear, content: str,
+def _linear_hits(found: prefilter.Linear, content: str,
                  empty_line_hits: bool = True) -> Iterator[tuple[int, str]] | None:
     r"""The matching lines of ``content`` by RE2, lazily; None if RE2 cannot decide it.
 
@@ -318,8 +319,8 @@ def _linear_hits(found: regexfilter.Linear, content: str,
     return _re2_lines(found, data, empty_line_hits)
 
 
-def _re2_lines(found: regexfilter.Linear, data: bytes, empty_line_hits: bool) -> Iterator[tuple[int, str]]:
-    # Every match lies within one line (see regexfilter.Linear): find one, report its
+def _re2_lines(found: prefilter.Linear, data: bytes, empty_line_hits: bool) -> Iterator[tuple[int, str]]:
+    # Every match lies within one line (see prefilter.Linear): find one, report its
     # line, resume at the next line's start (RE2 still sees the text before it, so
     # ^ and \b there are judged as in the line on its own).
     find = found.find
@@ -461,11 +462,11 @@ class _Backtracking:
     """Python's ``re`` for the texts RE2 cannot decide, under the scan's deadline."""
 
     def __init__(self, regex: re.Pattern[str], deadline: float) -> None:
-        from . import regexinfo
+        from . import regex_info
 
         self.regex = regex
         self.deadline = deadline
-        self.whole = regexinfo.info(regex).whole_text_ok
+        self.whole = regex_info.info(regex).whole_text_ok
         self.worker: _Worker | None = None
 
     def hits(self, content: str, want: int) -> list[tuple[int, str]]:
@@ -509,20 +510,20 @@ def scan(
     """Same answer as ``scan_plain``, in bounded time (see the module docstring).
 
     ``keep``, if given, is a necessary condition for a file to have a matching line
-    (``regexfilter.LineFilter.keep``): a file it rejects is skipped before the
+    (``prefilter.LineFilter.keep``): a file it rejects is skipped before the
     backtracking matcher sees it. ``deadline`` is a ``time.monotonic()`` value
     (default: ``GREP_DEADLINE`` from now); a row source may raise ``Cut``.
     """
     # Imported here, not at the top: the regex analysis and RE2 cost ~30 ms to load,
     # which commands that never grep (fs cat, ls, log; chat start) should not pay.
-    from . import regexfilter, regexinfo
+    from . import prefilter, regex_info
 
     end = time.monotonic() + GREP_DEADLINE if deadline is None else deadline
     # Python's re where it is linear (and fastest: literals, fixed-width classes);
     # else RE2 where it can decide; else Python's re in the worker, under the deadline.
-    python = regexinfo.backtracking_is_linear(regex.pattern, regex.flags)
-    facts = regexinfo.info(regex)
-    found = regexfilter.linear(regex.pattern, regex.flags)
+    python = regex_info.backtracking_is_linear(regex.pattern, regex.flags)
+    facts = regex_info.info(regex)
+    found = prefilter.linear(regex.pattern, regex.flags)
     # What an empty line alone gives (scan_plain's answer for every empty line): the
     # whole-text and RE2 searches can differ from it there, never elsewhere.
     empty_line_hits = regex.search("") is not None
@@ -540,7 +541,7 @@ def scan(
                 if keep is not None and not keep(content):
                     continue
                 hits = _python_hits(content, regex, facts, mode, empty_line_hits)
-            elif isinstance(found, regexfilter.Linear):
+            elif isinstance(found, prefilter.Linear):
                 hits = _linear_hits(found, content, empty_line_hits)  # exact: ``keep`` would only repeat it
             if hits is None:
                 if keep is not None and not keep(content):

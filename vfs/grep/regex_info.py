@@ -1,11 +1,11 @@
 """What a grep pattern guarantees about its matches, read from Python's own parse tree.
 
 Used only to *skip work*, never to decide a match: the fast paths may drop a file
-or a line only when the facts below prove that ``search.scan_plain`` (one regex
+or a line only when the facts below prove that ``engine.scan_plain`` (one regex
 search per line) could not match there. Every rule is conservative; anything the
 walker does not recognise turns the corresponding guarantee off.
 
-Facts, for a pattern compiled by ``search.compile_pattern`` (MULTILINE always on):
+Facts, for a pattern compiled by ``engine.compile_pattern`` (MULTILINE always on):
 
 - ``required``: substrings every match must contain (an AND/OR tree of
   ``Needle``). Each needle lies inside the matched text, hence inside one line,
@@ -22,7 +22,7 @@ Facts, for a pattern compiled by ``search.compile_pattern`` (MULTILINE always on
   whole text where the shorter line succeeds).
 - ``line_local``: additionally, no part of the pattern can consume ``\\n``. Then a
   match found in the whole text lies within one line and is a match of that
-  line, so the whole text can stand in for the list of lines (``search.scan``).
+  line, so the whole text can stand in for the list of lines (``engine.scan``).
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def backtracking_is_linear(pattern: str, flags: int) -> bool:
     """True if Python's ``re`` searches ``re.compile(pattern, flags)`` in linear time:
     no unbounded repeat, no lookaround or back reference, and at most
     ``MAX_BACKTRACK_WORK`` steps per start position (literals, ``[0-9]{3}-[0-9]{4}``,
-    ``\\bword\\b``, ``colou?r``). ``search`` runs those on ``re`` directly."""
+    ``\\bword\\b``, ``colou?r``). ``engine`` runs those on ``re`` directly."""
     try:
         _shape(sre_parse.parse(pattern, flags))
     except (_Unknown, re.error, RecursionError, OverflowError):

@@ -1,7 +1,7 @@
 """What every part of the store shares: its database, transactions and file rows.
 
-``StoreCore`` is the base of the store's parts (``vfs/listing.py``, ``vfs/grepping.py``,
-``vfs/history.py``, ``vfs/writing.py``), which ``vfs/store.py`` composes into
+``StoreCore`` is the base of the store's parts (``vfs/files/listing.py``, ``vfs/files/grepping.py``,
+``vfs/files/history.py``, ``vfs/files/mutations.py``), which ``vfs/files/store.py`` composes into
 ``SqlStore``. Invariants:
 
 - Reads run on ``_read`` connections (the backend's ``read_options``: autocommit on
@@ -26,16 +26,16 @@ from sqlalchemy.exc import DisconnectionError
 from memagent.vfs import db, paths
 from memagent.vfs.backends import Database
 from memagent.vfs.errors import IsADirectory, NotFound, ReadOnly, RevisionNotFound, ValidationFailed, VfsError
+from memagent.vfs.files.revisions import has_children
 from memagent.vfs.models import files, revisions
-from memagent.vfs.revisions import has_children
 from memagent.vfs.types import Origin
 
 if TYPE_CHECKING:
     from memagent.validators import Problem
-    from memagent.vfs import ranking
     from memagent.vfs.embeddings.index import VectorIndex
-    from memagent.vfs.fts import Features
+    from memagent.vfs.grep.fts import Features
     from memagent.vfs.pending import PendingLists
+    from memagent.vfs.search import lexical
 
 Validator = Callable[[str, str], "Sequence[Problem]"]
 
@@ -77,7 +77,7 @@ def default_validator(path: str, content: str) -> Sequence[Problem]:
 
 def memory_scope(scope: str, shown: str) -> None:
     """Memory writers never write a conversations scope: its files are derived from the
-    thread's messages and kept by ``vfs/conversation_files.py`` alone (a file written here
+    thread's messages and kept by ``vfs/records/conversation_files.py`` alone (a file written here
     would also block the next render of a thread at that path)."""
     if scope.startswith(paths.scope_name("conversations", "")):
         raise ReadOnly(f"{shown} is read-only: /conversations/ holds past threads, kept by memagent; "
@@ -105,7 +105,7 @@ class StoreCore:
     validator: Validator
     vectors: VectorIndex
     _pending: PendingLists
-    _ranker: ranking.Ranker
+    _ranker: lexical.Ranker
     _search_features: Features | None
 
     # -- transactions -------------------------------------------------------

@@ -1,9 +1,9 @@
 r"""A pre-filter for grep patterns that no trigram index can narrow, and the exact RE2 form of a pattern.
 
-``regexinfo`` finds the literals every match must contain; a pattern such as
+``regex_info`` finds the literals every match must contain; a pattern such as
 ``[0-9]{3}-[0-9]{4}`` has none, so without this module every file's text went
 through Python's ``re``. Here a *safe subset* of Python patterns is translated
-(``regextree``: the node tree, its invariants and what it refuses) to an
+(``regex_tree``: the node tree, its invariants and what it refuses) to an
 equal-or-looser pattern for a faster engine, and that pattern is used only as a
 necessary condition on a file's whole text:
 
@@ -12,13 +12,13 @@ necessary condition on a file's whole text:
   ``pg_trgm``'s index can narrow it (Postgres extracts trigrams from the regex
   itself; it re-checks every row it returns, so the index never decides a match).
 
-Invariant (soundness): if ``search.scan_plain`` finds a match of the Python pattern
+Invariant (soundness): if ``engine.scan_plain`` finds a match of the Python pattern
 in some line of a file, the translation matches somewhere in that file's text. A
 file the filter rejects therefore has no matching line; the exact answer still
-comes from ``search.scan`` on the files that pass. Why a match in a line is a match
+comes from ``engine.scan`` on the files that pass. Why a match in a line is a match
 of the translation in the text: character sets are Python's own, without ``\n``, so
 a line's edges are where the engines' multi-line anchors match, and every other
-change only loosens (``regextree``'s docstring). Besides what ``regextree.build``
+change only loosens (``regex_tree``'s docstring). Besides what ``regex_tree.build``
 refuses, a translation the engine will not compile gets no filter (grep scans as
 before).
 
@@ -36,9 +36,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection
 
-from .backends import backend_for
+from ..backends import backend_for
 from .fts import Features
-from .regextree import Refuse, build, build_exact, has_unicode_boundary, pg_syntax, re2_syntax
+from .regex_tree import Refuse, build, build_exact, has_unicode_boundary, pg_syntax, re2_syntax
 
 
 @lru_cache(maxsize=1)
@@ -69,7 +69,7 @@ class Linear:
     Invariant: for a text holding no lone surrogate, and, when ``unicode_boundary``,
     only ASCII characters, ``compiled`` finds a match in ``text`` exactly when
     Python's ``re.search`` of the pattern finds one in some line of it (a line as
-    ``search.scan_plain`` splits them), and every match RE2 reports lies within one
+    ``engine.scan_plain`` splits them), and every match RE2 reports lies within one
     line. Why: every character set is Python's own (computed as for ``build``, and
     by Python's ``re`` itself where the tables stop), no set holds ``\\n``, every
     Python anchor searched within a line is that line's start or end, which RE2's

@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 from memagent.vfs import paths
 from memagent.vfs.db import retried
 from memagent.vfs.errors import NotFound
-from memagent.vfs.globbing import glob_matcher, literal_prefix
+from memagent.vfs.files.core import StoreCore
+from memagent.vfs.files.revisions import prefix_range
+from memagent.vfs.grep.globbing import glob_matcher, literal_prefix
 from memagent.vfs.models import files
-from memagent.vfs.revisions import prefix_range
-from memagent.vfs.storecore import StoreCore
 from memagent.vfs.types import Entry, FileInfo
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from memagent.vfs import blame as blaming
 from memagent.vfs import paths
 from memagent.vfs.db import retried
-from memagent.vfs.edits import unified_diff
+from memagent.vfs.files import blame as blaming
+from memagent.vfs.files.core import StoreCore, origin_of
+from memagent.vfs.files.edits import unified_diff
 from memagent.vfs.models import revisions
-from memagent.vfs.storecore import StoreCore, origin_of
 from memagent.vfs.types import BlameLine, Revision
 
 

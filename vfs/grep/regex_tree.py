@@ -1,6 +1,6 @@
 r"""The translation of a Python pattern into a node tree, and of the tree into RE2 and Postgres syntax.
 
-``regexfilter`` uses it (grep's pre-filter, glob's and grep's exact RE2 form); nothing
+``prefilter`` uses it (grep's pre-filter, glob's and grep's exact RE2 form); nothing
 else in vfs does. A Python pattern is parsed by Python's own ``re._parser`` and each
 construct becomes a node (``Chars``, ``Cat``, ``Alt``, ``Rep``, ``Anchor``,
 ``Boundary``), which ``re2_syntax`` and ``pg_syntax`` write out. Two translations:
@@ -51,7 +51,7 @@ RE2_MAX_REPEAT = 1000  # RE2 refuses larger counts; an exact translation cannot 
 # pattern is refused rather than risk a slow compile or "too complex" errors.
 MAX_SIZE = 50_000
 # Exact translations keep every bound and set, so they get a larger budget; RE2
-# itself refuses what does not fit in its memory limit (regexfilter.RE2_MAX_MEM).
+# itself refuses what does not fit in its memory limit (prefilter.RE2_MAX_MEM).
 MAX_EXACT_SIZE = 200_000
 MAX_CODE = 0x10FFFF
 

@@ -1,9 +1,9 @@
 """Database pre-filters for grep: the files that could possibly match.
 
-Invariant: for a pattern's ``required`` tree (see ``regexinfo``), the condition
+Invariant: for a pattern's ``required`` tree (see ``regex_info``), the condition
 built here is true for every live file that contains the required text, so the
-candidate set is a superset of what ``search.scan_plain`` would report; the exact
-answer always comes from ``search.scan`` on the candidates' real content.
+candidate set is a superset of what ``engine.scan_plain`` would report; the exact
+answer always comes from ``engine.scan`` on the candidates' real content.
 
 - SQLite: the scope's trigram table (FTS5, trigram tokenizer, ``detail=none``, case
   folded by its own Unicode rules), read in the scope's own rowid range
@@ -33,9 +33,9 @@ from sqlalchemy import (
     or_,
 )
 
-from .backends import Features, backend_for
-from .models import files
-from .regexinfo import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
+from ..backends import Features, backend_for
+from ..models import files
+from .regex_info import MIN_RUN, AllOf, Needle, Req, needle_runs, safe_char
 
 # Each trigram in an FTS5 AND costs a doclist read (measured: 0.3 ms for 6, 0.6 ms
 # for 12 on 10,000 files); six spread over a long needle narrow almost as well, and

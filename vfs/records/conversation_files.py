@@ -42,8 +42,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, insert, select, update
 
-from memagent.vfs import episodes
 from memagent.vfs.models import files
+from memagent.vfs.records import episodes
 
 # A conversation file's size bound in bytes: a long thread (40 turns of 40 KB) fits
 # well inside; one pasted log of many megabytes does not make every grep slow.

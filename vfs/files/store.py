@@ -10,7 +10,7 @@ and Postgres alike. Invariants:
   all take it. Content is validated (whoever calls: CLI, tools, revert, move,
   import) before anything is written.
 - Each mutation is one transaction that updates ``files`` and appends exactly one
-  revision (``vfs/revisions.py``); a refused mutation (stale version, invalid
+  revision (``vfs/files/revisions.py``); a refused mutation (stale version, invalid
   content, missing file) leaves the database as it was.
 - Concurrency is optimistic: ``UPDATE ... WHERE version = <read version>`` decides
   which of two writers wins; the other gets ``StaleVersion`` and loses nothing it
@@ -22,11 +22,11 @@ and Postgres alike. Invariants:
 - Every revision records its provenance (``types.Origin``: chat thread and turn,
   subagent, CLI, import, reflection run...); a caller that names none gets the one
   its author implies. ``search`` ranks live files with the database's full-text
-  index (``vfs/ranking.py``), which the database keeps in step inside each write
-  transaction; ``blame`` attributes each line to a revision (``vfs/blame.py``).
-- ``SqlStore`` is composed by concern: ``vfs/listing.py`` (ls, glob), ``vfs/grepping.py``
-  (grep), ``vfs/history.py`` (log, blame, diff), ``vfs/writing.py`` (agents and every
-  mutation), on ``vfs/storecore.py`` (transactions, row reads); reading files and
+  index (``vfs/search/lexical.py``), which the database keeps in step inside each write
+  transaction; ``blame`` attributes each line to a revision (``vfs/files/blame.py``).
+- ``SqlStore`` is composed by concern: ``vfs/files/listing.py`` (ls, glob), ``vfs/files/grepping.py``
+  (grep), ``vfs/files/history.py`` (log, blame, diff), ``vfs/files/mutations.py`` (agents and every
+  mutation), on ``vfs/files/core.py`` (transactions, row reads); reading files and
   ranked search are here. What differs between databases is the backend's
   (``vfs/backends/``), reached through ``store.db``.
 """
@@ -41,21 +41,15 @@ from typing import Protocol
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from memagent.vfs import db, paths, ranking
+from memagent.vfs import db, paths
 from memagent.vfs.backends import Database
 from memagent.vfs.db import retried
-from memagent.vfs.edits import apply_edit, unified_diff
 from memagent.vfs.embeddings import hybrid
 from memagent.vfs.embeddings.base import Embedder, SearchMode
 from memagent.vfs.embeddings.base import check_mode as check_search_mode
 from memagent.vfs.embeddings.index import SyncReport, VectorIndex
 from memagent.vfs.errors import VfsError
-from memagent.vfs.grepping import Grepping
-from memagent.vfs.history import History
-from memagent.vfs.listing import Listing
-from memagent.vfs.pending import PendingLists
-from memagent.vfs.search import DEFAULT_LIMIT
-from memagent.vfs.storecore import (
+from memagent.vfs.files.core import (
     AGENT_NAME_HELP,
     Validator,
     check_agent_name,
@@ -63,6 +57,14 @@ from memagent.vfs.storecore import (
     default_validator,
     no_agent_message,
 )
+from memagent.vfs.files.edits import apply_edit, unified_diff
+from memagent.vfs.files.grepping import Grepping
+from memagent.vfs.files.history import History
+from memagent.vfs.files.listing import Listing
+from memagent.vfs.files.mutations import Writing
+from memagent.vfs.grep.engine import DEFAULT_LIMIT
+from memagent.vfs.pending import PendingLists
+from memagent.vfs.search import lexical
 from memagent.vfs.types import (
     Approval,
     Author,
@@ -76,9 +78,8 @@ from memagent.vfs.types import (
     PendingChange,
     Revision,
 )
-from memagent.vfs.writing import Writing
 
-# Re-exported for callers that imported them from here before vfs/edits.py and vfs/storecore.py.
+# Re-exported for callers that imported them from here before vfs/files/edits.py and vfs/files/core.py.
 __all__ = ["AGENT_NAME_HELP", "SqlStore", "Store", "Validator", "apply_edit", "check_agent_name",
            "no_agent_message", "unified_diff"]
 
@@ -134,7 +135,7 @@ class Store(Protocol):
     def history(self, scope: str, path: str, *, shown: str | None = None) -> list[Revision]: ...
     def blame(self, scope: str, path: str, *, shown: str | None = None) -> list[BlameLine]: ...
     def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
-               mode: SearchMode = "lexical") -> list[ranking.Ranked]: ...
+               mode: SearchMode = "lexical") -> list[lexical.Ranked]: ...
     def revision_content(self, scope: str, path: str, version: int, *, shown: str | None = None) -> str | None: ...
     def diff(self, scope: str, path: str, from_version: int, to_version: int | None = None, *,
              shown: str | None = None) -> str: ...
@@ -157,10 +158,10 @@ class SqlStore(Listing, Grepping, History, Writing):
         self.db = Database.of(engine)
         self.engine = engine = self.db.engine
         self.validator: Validator = validator or default_validator
-        # Which search indexes the database has; read on first use (see vfs/fts.py).
+        # Which search indexes the database has; read on first use (see vfs/grep/fts.py).
         self._search_features = None
-        # Ranked search (search_memory); see vfs/ranking.py.
-        self._ranker: ranking.Ranker = ranking.FullTextRanker()
+        # Ranked search (search_memory); see vfs/search/lexical.py.
+        self._ranker: lexical.Ranker = lexical.FullTextRanker()
         # The files' vectors (vfs/embeddings/): ``embedder`` or MEMAGENT_EMBEDDER's, built on first use.
         self.vectors = VectorIndex(engine, embedder)
         # The full-text indexes' pending entries, merged after writes (vfs/pending.py); the
@@ -226,10 +227,10 @@ class SqlStore(Listing, Grepping, History, Writing):
 
     @retried("read")
     def search(self, scopes: Sequence[str], query: str, *, k: int = 10,
-               ranker: ranking.Ranker | None = None,
-               mode: SearchMode = "lexical") -> list[ranking.Ranked]:
+               ranker: lexical.Ranker | None = None,
+               mode: SearchMode = "lexical") -> list[lexical.Ranked]:
         """Live files of ``scopes`` ranked by relevance to ``query``: ``mode`` lexical
-        (``vfs/ranking.py``, the store's default), semantic or hybrid
+        (``vfs/search/lexical.py``, the store's default), semantic or hybrid
         (``vfs/embeddings/hybrid.py``; ``AgentView.search`` and the front ends default
         to ``hybrid.DEFAULT_MODE``)."""
         mode = check_search_mode(mode)

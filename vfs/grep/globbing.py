@@ -9,7 +9,7 @@ directory. Matching is case-sensitive, like the paths themselves.
 ``glob_matcher`` is what the store matches with: runs of ``**`` segments collapse
 to one (``**/**`` matches exactly what ``**`` does), and the pattern runs on RE2,
 which takes time linear in the path whatever the pattern, through the exact
-translation of ``regexfilter.linear`` (the same Python regex, so the same answer).
+translation of ``prefilter.linear`` (the same Python regex, so the same answer).
 ``compile_glob`` keeps the plain Python regex: the reference the tests compare
 with, which can backtrack for minutes on ``*a*a*a*a*b`` over a long name.
 """
@@ -23,10 +23,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from memagent.vfs.errors import InvalidPattern
-from memagent.vfs.regexsets import unambiguous
+from memagent.vfs.grep.regex_sets import unambiguous
 
 if TYPE_CHECKING:
-    from memagent.vfs import regexfilter
+    from memagent.vfs.grep import prefilter
 
 MAX_BRACE_EXPANSIONS = 256
 
@@ -154,7 +154,7 @@ class GlobMatcher:
 
     pattern: str
     regex: re.Pattern[str]
-    linear: regexfilter.Linear | None  # the exact RE2 form of ``regex``
+    linear: prefilter.Linear | None  # the exact RE2 form of ``regex``
 
     def match(self, path: str) -> bool:
         if self.linear is None:
@@ -176,11 +176,11 @@ def glob_matcher(pattern: str) -> GlobMatcher:
     ``**`` runs collapsed) is all there is.
     """
     # Imported here: the RE2 translation is heavy and only glob and grep need it.
-    from memagent.vfs import regexfilter
+    from memagent.vfs.grep import prefilter
 
     regex = _glob_regex(pattern, collapse=True)
-    found = regexfilter.linear(regex.pattern, regex.flags)
-    return GlobMatcher(pattern, regex, found if isinstance(found, regexfilter.Linear) else None)
+    found = prefilter.linear(regex.pattern, regex.flags)
+    return GlobMatcher(pattern, regex, found if isinstance(found, prefilter.Linear) else None)
 
 
 def path_filter(pattern: str | None) -> Callable[[str], bool] | None:

@@ -3,7 +3,7 @@
 Invariants:
 - The answer is computed from the revisions alone (oldest first): each revision's
   lines are matched against the previous revision's with the bounded line diff of
-  ``vfs/edits.py``; a line kept unchanged keeps its revision, an inserted or
+  ``vfs/files/edits.py``; a line kept unchanged keeps its revision, an inserted or
   replaced line takes the new one. A tombstone empties the file, so lines brought
   back by a revert (or re-creation) belong to that revision, as in git.
 - Work is bounded by the diff's own budget per revision; the caller bounds the
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memagent.vfs.edits import _opcodes
+from memagent.vfs.files.edits import _opcodes
 from memagent.vfs.types import BlameLine, Origin
 
 MAX_REVISIONS = 2000

@@ -28,7 +28,7 @@ Invariants (the same as for single writes, applied to the whole batch):
   remains is the database's own work on the text: FTS5's trigram and word indexes
   on SQLite, the generated ``tsvector`` and the GIN builds on Postgres.
 
-This module imports nothing from ``vfs.store`` (the store imports it).
+This module imports nothing from ``vfs.files.store`` (the store imports it).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from sqlalchemy import Connection, select
 
 from memagent.vfs import paths
 from memagent.vfs.errors import InvalidPath, IsADirectory, StaleVersion, VfsError
+from memagent.vfs.files.revisions import CHUNK, append, create_many
 from memagent.vfs.models import files
-from memagent.vfs.revisions import CHUNK, append, create_many
 from memagent.vfs.types import Approval, Author, Change, Origin
 
 

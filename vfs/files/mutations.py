@@ -3,7 +3,7 @@
 Invariants (ARCHITECTURE.md, "The path of a model's write"): ``prepare_*`` normalise
 the path once, read the file once (``_head``), check the expected version, apply
 the edit and validate once; ``commit`` stores the change at the version it was read
-at (``vfs/revisions.py``), or raises ``StaleVersion`` and stores nothing. An
+at (``vfs/files/revisions.py``), or raises ``StaleVersion`` and stores nothing. An
 overwrite the backend runs as one statement (``atomic_overwrite``) commits in
 autocommit, with the proof ``db.committing`` needs to retry it safely. No memory
 writer reaches a ``conversations:`` scope (``memory_scope``).
@@ -28,13 +28,14 @@ from collections.abc import Collection, Mapping
 from sqlalchemy import Connection, Table, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
-from memagent.vfs import bulk, db, paths
+from memagent.vfs import db, paths
 from memagent.vfs.db import retried
-from memagent.vfs.edits import apply_edit
 from memagent.vfs.errors import AgentNotFound, AlreadyExists, InvalidPath, RevisionNotFound, StaleVersion, VfsError
+from memagent.vfs.files import bulk
+from memagent.vfs.files.core import StoreCore, check_agent_name, memory_scope, no_agent_message
+from memagent.vfs.files.edits import apply_edit
+from memagent.vfs.files.revisions import CHUNK, append, guard_new_file, now, prefix_range, stale
 from memagent.vfs.models import agents, dirs, files
-from memagent.vfs.revisions import CHUNK, append, guard_new_file, now, prefix_range, stale
-from memagent.vfs.storecore import StoreCore, check_agent_name, memory_scope, no_agent_message
 from memagent.vfs.types import Approval, Author, Change, Origin, PendingChange
 
 
@@ -239,7 +240,7 @@ class Writing(StoreCore):
         """Move a file: a delete and a create revision in one transaction. With
         ``expected_version`` (the source version the mover read) a source that changed
         since raises ``StaleVersion`` and nothing is stored. Writers call
-        ``vfs.writes.move``, which asks the policy first."""
+        ``vfs.entrance.move``, which asks the policy first."""
         src = paths.normalize_file(src)
         dst = paths.normalize_file(dst)
         shown_src, shown_dst = mount + src, mount + dst
@@ -296,7 +297,7 @@ class Writing(StoreCore):
                    expected_versions: Mapping[str, int] | None = None, create: bool = False) -> list[Change]:
         """Create or overwrite many files in one transaction, one revision each.
 
-        All or nothing: every path and content is checked first (see ``vfs.bulk``).
+        All or nothing: every path and content is checked first (see ``vfs.files.bulk``).
         ``expected_versions`` (path -> the version the caller read, 0 for no file)
         makes the batch versioned: if any file named there changed, appeared or was
         deleted since, ``bulk.ChangedSince`` names it and nothing is stored.

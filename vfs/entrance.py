@@ -1,6 +1,6 @@
 """The one entrance every writer takes: a prepared change -> no-op check -> reason -> policy -> commit.
 
-``prepare_*`` (``vfs/store.py``, or ``AgentView``/an integration's folder in their
+``prepare_*`` (``vfs/files/store.py``, or ``AgentView``/an integration's folder in their
 own path terms) normalises the path, reads the file once and validates the result
 once; ``submit`` then takes the ``PendingChange`` the rest of the way, the same way
 for the chat, the command line, reflection, review and the integrations:
@@ -10,7 +10,7 @@ for the chat, the command line, reflection, review and the integrations:
    (``revisions.check_message``) before anyone is asked, since the revision keeps it.
 3. The ``Policy`` decides: approve (with the ``Approval`` the revision records),
    reject (with the message the writer gets), or queue (the policy stored the change
-   as a proposal, ``vfs/proposals.py``, and says so).
+   as a proposal, ``vfs/records/queue.py``, and says so).
 4. On approval the change is committed at the version it was prepared from: a file
    that changed in between raises ``StaleVersion`` and nothing is stored.
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from memagent.vfs.errors import VfsError
-from memagent.vfs.proposals import QUEUED_BY, Busy, NewProposal, ProposalStore
-from memagent.vfs.revisions import check_message
+from memagent.vfs.files.revisions import check_message
+from memagent.vfs.records.queue import QUEUED_BY, Busy, NewProposal, ProposalStore
 from memagent.vfs.types import Approval, Author, Change, FileContent, Origin, PendingChange
 
 REASON_CHARS = 200

@@ -13,8 +13,8 @@ Invariants:
   for a built-in prompt such as /remember) or a short form of the user's first
   request (its first sentence, cut at a word boundary), never a built-in prompt.
 - Each thread has a Markdown file in scope ``conversations:<agent>``, its path
-  fixed with the first message; ``vfs/conversation_files.py`` is its only writer
-  (what its ``version`` means is said there) and ``vfs/episodes.py`` renders it.
+  fixed with the first message; ``vfs/records/conversation_files.py`` is its only writer
+  (what its ``version`` means is said there) and ``vfs/records/episodes.py`` renders it.
   Appending only marks the thread ``stale``; ``sync``/``sync_stale`` render the
   messages the file does not show yet and append them to it, so a thread is
   rendered once, piece by piece, when someone looks at ``/conversations/``
@@ -47,10 +47,10 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, and_, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 
-from memagent.vfs import conversation_files, episodes
 from memagent.vfs.backends import Database
 from memagent.vfs.errors import VfsError
 from memagent.vfs.models import events, files, messages, thread_summaries, threads
+from memagent.vfs.records import conversation_files, episodes
 
 TITLE_CHARS = 60
 FAILED = "failed"

@@ -1,7 +1,7 @@
 """grep: the database narrows the files, Python matches the lines.
 
 Invariants: ``grep`` reads content only for the files its pre-filter (the trigram
-index, ``vfs/fts.py``; a regex pre-filter, ``vfs/regexfilter.py``) cannot rule out,
+index, ``vfs/grep/fts.py``; a regex pre-filter, ``vfs/grep/prefilter.py``) cannot rule out,
 and answers exactly what ``_grep_plain`` (every file of the range into Python, no
 index) answers; tests/test_fastpaths.py checks it. The server's share of a grep is
 bounded by grep's deadline (the backend's ``grep_deadline``); a pattern the server
@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ColumnElement, Connection, and_, literal_column, select
 from sqlalchemy.exc import DBAPIError
 
-from memagent.vfs import search
 from memagent.vfs.db import retried
-from memagent.vfs.globbing import literal_prefix
+from memagent.vfs.files.core import StoreCore
+from memagent.vfs.files.revisions import prefix_range
+from memagent.vfs.grep import engine
+from memagent.vfs.grep.engine import DEFAULT_LIMIT, scan, scan_plain
+from memagent.vfs.grep.globbing import literal_prefix
 from memagent.vfs.models import files
-from memagent.vfs.revisions import prefix_range
-from memagent.vfs.search import DEFAULT_LIMIT, scan, scan_plain
-from memagent.vfs.storecore import StoreCore
 from memagent.vfs.types import GrepResult
 
 if TYPE_CHECKING:
-    from memagent.vfs.fts import Features
+    from memagent.vfs.grep.fts import Features
 
 
 class Grepping(StoreCore):
@@ -35,7 +35,7 @@ class Grepping(StoreCore):
 
     def _features(self, conn: Connection) -> Features:
         if self._search_features is None:
-            from memagent.vfs.fts import detect
+            from memagent.vfs.grep.fts import detect
 
             self._search_features = detect(conn)
         return self._search_features
@@ -44,7 +44,7 @@ class Grepping(StoreCore):
     def grep(self, scope: str, pattern: str, *, path: str = "/", glob: str | None = None,
              output_mode: str = "files_with_matches", case_insensitive: bool = False,
              fixed_strings: bool = False, limit: int = DEFAULT_LIMIT) -> GrepResult:
-        req = search.plan(pattern, path=path, glob=glob, output_mode=output_mode,
+        req = engine.plan(pattern, path=path, glob=glob, output_mode=output_mode,
                           case_insensitive=case_insensitive, fixed_strings=fixed_strings)
         mode, regex, base, prefix = req.mode, req.regex, req.base, req.prefix
         with self._read(transaction=True) as conn:
@@ -53,15 +53,15 @@ class Grepping(StoreCore):
             self.db.backend.grep_deadline(conn, max(int(req.seconds_left() * 1000), 1))
             # Imported here: the pre-filters pull in RE2 (~30 ms), which commands that
             # do not grep (fs cat, ls, log; chat start) should not pay for.
-            from memagent.vfs import regexfilter, regexinfo
-            from memagent.vfs.fts import candidates
+            from memagent.vfs.grep import prefilter, regex_info
+            from memagent.vfs.grep.fts import candidates
 
             features = self._features(conn)
-            narrow = candidates(features, regexinfo.info(regex).required, conn=conn, scope=scope)
+            narrow = candidates(features, regex_info.info(regex).required, conn=conn, scope=scope)
             keep = None
             if narrow is None:
                 # No literal to look up: a regex pre-filter, in the database or in RE2.
-                narrow, keep = regexfilter.choose(conn, features, regex)
+                narrow, keep = prefilter.choose(conn, features, regex)
             # Where the planner needs it (Postgres), the pre-filter's index is made the
             # only way in: no sequential scan (backend) and the b-tree columns hidden
             # ("|| ''", "IS NOT TRUE"), or it may read every file's text instead.
@@ -127,7 +127,7 @@ class Grepping(StoreCore):
 
         No index, no shortcut; tests/test_fastpaths.py checks ``grep`` against it.
         """
-        req = search.plan(pattern, path=path, glob=glob, output_mode=output_mode,
+        req = engine.plan(pattern, path=path, glob=glob, output_mode=output_mode,
                           case_insensitive=case_insensitive, fixed_strings=fixed_strings, plain=True)
         base = req.base
         lo, hi = prefix_range(req.prefix)
@@ -148,14 +148,14 @@ def _names_only(mode: str, regex: re.Pattern[str], keep: Any) -> str | None:
     """The literal whose ``LIKE`` pre-filter is already grep's exact answer for file names.
 
     Only for ``files_with_matches``, a pattern that is a case-sensitive literal without
-    a newline (``search.exact_literal``), and whose every character ``fts.like_pattern``
+    a newline (``engine.exact_literal``), and whose every character ``fts.like_pattern``
     keeps as itself (no ``_`` wildcard), so ``LIKE '%lit%'`` holds exactly when a line
     contains it.
     """
     if mode != "files_with_matches" or keep is not None:
         return None
-    lit = search.exact_literal(regex)
-    from memagent.vfs.regexinfo import MIN_RUN, Needle, info, safe_char
+    lit = engine.exact_literal(regex)
+    from memagent.vfs.grep.regex_info import MIN_RUN, Needle, info, safe_char
 
     if lit is None or len(lit) < MIN_RUN or not all(safe_char(ch, False) for ch in lit):
         return None
@@ -180,4 +180,4 @@ def _until_timeout(rows: Iterable[Any]) -> Iterator[tuple[str, str]]:
     except DBAPIError as exc:
         if not _timed_out(exc):
             raise
-        raise search.Cut(_DB_CUT) from None
+        raise engine.Cut(_DB_CUT) from None

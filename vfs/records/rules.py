@@ -8,7 +8,7 @@ A rule is a tool and, for the file tools, a path pattern, with an action:
   of the scope ``scope_name("settings", A)``. No ``AgentView`` mounts a settings
   scope, so no memory tool (chat, run, ``mcp serve``, subagents, integrations,
   import) can read or change them; only ``RuleBook`` writes them, through the one
-  write entrance (``vfs/writes.py`` ``submit``, approval ``cli``) at the version it
+  write entrance (``vfs/entrance.py`` ``submit``, approval ``cli``) at the version it
   read, so every change is a revision (history, blame) and two people adding rules
   at once never lose one (``StaleVersion``, nothing stored).
 - **First match wins.** Rules are tried in order; a call no rule matches gets
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Protocol, get_args
 
-from memagent.vfs import paths, writes
+from memagent.vfs import entrance, paths
 from memagent.vfs.errors import NotFound, VfsError
 from memagent.vfs.types import Approval, Author, FileContent, Origin, PendingChange
 
@@ -245,7 +245,7 @@ def decide(rules: Sequence[Rule], tool: str, path: str | None, *, default: Actio
 # -- where the rules live ----------------------------------------------------------------
 
 
-class RuleStore(writes.Committer, Protocol):
+class RuleStore(entrance.Committer, Protocol):
     """What ``RuleBook`` needs of the store (``SqlStore`` has it)."""
 
     def read(self, scope: str, path: str, *, offset: int = 0, limit: int | None = None,
@@ -282,7 +282,7 @@ class RuleBook:
                                            shown=f"approval rules of {self.agent}")
         author: Author = "cli"
         approval: Approval = "cli"  # a person's own command
-        writes.require(writes.submit(self.store, pending, policy=writes.approved(approval), author=author,
+        entrance.require(entrance.submit(self.store, pending, policy=entrance.approved(approval), author=author,
                                      origin=Origin("cli", detail="memagent approval"), reason=why))
 
     def add(self, spec: str, action: str) -> tuple[int, Rule]:
