@@ -22,6 +22,9 @@ from tests.cli_helpers import err, run
 SEARCH_ONLY = ("numpy", "wordllama", "fastembed")
 OTHER_COMMANDS = ("anthropic", "openai", "httpx", "mcp", "rich", "prompt_toolkit", "re2", "jsonschema")
 EMBEDDER_MODULES = ("memagent.vfs.embeddings.registry", "memagent.agent.model.embedders")
+# The write entrance and the agent records (review queue, threads): a read needs none of them.
+WRITE_ONLY = ("memagent.vfs.entrance", "memagent.vfs.records.queue", "memagent.vfs.records.threads",
+              "memagent.vfs.records.conversation_files")
 
 # Runs ``memagent ARGS...`` in this interpreter and, however it ends, writes the names
 # of the modules it imported (top-level ones, then memagent's own) to the file argv[1].
@@ -74,6 +77,8 @@ def test_fs_cat_imports_the_store_and_nothing_only_a_search_needs(tmp_path: Path
         sorted(modules & {*SEARCH_ONLY, *OTHER_COMMANDS, *EMBEDDER_MODULES})
     # Nor the export formats, the chat or the validators' YAML: cat only reads.
     assert "yaml" not in modules and "memagent.agent.chat" not in modules
+    # Nor the write entrance and the agent records behind it.
+    assert modules.isdisjoint(WRITE_ONLY), sorted(modules & set(WRITE_ONLY))
 
 
 def test_a_hybrid_search_loads_numpy_and_the_embedder_on_demand(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from . import entrance, paths
+from . import paths
 from .backends.postgres_roles import PermissionDenied
 from .embeddings.base import SearchMode
 from .embeddings.hybrid import DEFAULT_MODE
@@ -24,7 +25,6 @@ from .errors import InvalidPath, NotFound, ReadOnly
 from .files.store import Store
 from .grep.engine import DEFAULT_LIMIT
 from .records import episodes
-from .records.threads import ThreadStore
 from .types import (
     Approval,
     Author,
@@ -39,6 +39,9 @@ from .types import (
     Revision,
     SearchHit,
 )
+
+if TYPE_CHECKING:
+    from . import entrance
 
 # The reserved mounts are defined once, in paths; re-exported for existing callers.
 MOUNTS = paths.MOUNTS
@@ -115,6 +118,8 @@ class AgentView:
             # A read-only role (Postgres, migration 0013) may not lock threads to render
             # them: it reads the files as a writer last rendered them.
             with suppress(PermissionDenied):
+                from .records.threads import ThreadStore  # the record subsystem, only when needed
+
                 ThreadStore(database).sync_stale(self.agent)
 
     def _file(self, path: str, *, write: bool = False) -> Target:
@@ -301,6 +306,8 @@ class AgentView:
         b = self._file(dst, write=True)
         if a.scope != b.scope:
             raise ReadOnly(f"cannot move {a.shown} to {b.shown} across memory scopes; copy and delete instead")
+        from . import entrance  # brings the review queue: only a move needs it here
+
         result = entrance.move(self.store, a.scope, a.path, b.path, mount=a.mount, author=author, origin=origin,
                              reason=message, policy=policy if policy is not None else entrance.approved(approval))
         return entrance.require(result)

@@ -35,15 +35,12 @@ from memagent.vfs import (
     SearchMode,
     ValidationFailed,
     VfsError,
-    approved_policy,
     render_blame,
     render_grep,
     render_log,
     render_ls,
     render_search,
-    require_change,
     shown,
-    submit_change,
 )
 
 
@@ -59,13 +56,15 @@ def _stdin_text() -> str:
 
 
 MESSAGE = click.option("--message", "-m", default="", help="Note kept with the revision.")
-# The person typing the command is the approval.
-APPROVED = approved_policy("cli")
 
 
 def _submit(view: AgentView, pending: PendingChange, message: str) -> Change | None:
-    """``pending`` through the one entrance; None when it would change nothing (nothing stored)."""
-    result = submit_change(view.store, pending, policy=APPROVED, author="cli", reason=message)
+    """``pending`` through the one entrance, approved by the person typing the command; None
+    when it would change nothing (nothing stored)."""
+    # Imported here: the entrance brings the review queue, which reading commands never need.
+    from memagent.vfs import approved_policy, require_change, submit_change
+
+    result = submit_change(view.store, pending, policy=approved_policy("cli"), author="cli", reason=message)
     if result.status == "unchanged":
         return None
     return require_change(result)
@@ -207,8 +206,10 @@ def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, mess
             fail(f"{shown} is unchanged; your text is in {keep(text, shown)}")
         except VfsError as exc:
             fail(f"{cli_words(str(exc))} (your text is in {keep(text, shown)})")
-        change = require_change(submit_change(view.store, pending, policy=APPROVED, author="cli",
-                                              reason=message or "edited by hand"))
+        change = _submit(view, pending, message or "edited by hand")
+        if change is None:
+            click.echo(f"no change; {pending.shown} is as it was (version {pending.expected_version})")
+            return
         click.echo(f"edited {change.path} (version {change.version})")
         return
 
@@ -219,11 +220,11 @@ def _edit_in_editor(view: AgentView, path: str, expect_version: int | None, mess
 def rm_cmd(ctx: Ctx, path: str, agent: str | None, message: str) -> None:
     """Delete a file (its history stays; `fs revert` brings it back)."""
     view = ctx.view(agent)
-    change = require_change(submit_change(view.store, view.prepare_delete(path), policy=APPROVED, author="cli",
-                                          reason=message))
+    change = _submit(view, view.prepare_delete(path), message)
+    assert change is not None  # a delete always changes something (a missing file raises)
     click.echo(
         f"deleted {change.path} (version {change.version}); undo with "
-        f"`memagent fs revert {change.path} --to {change.version - 1}`"
+        f"`memagent fs revert {change.path} {change.version - 1}`"
     )
 
 
@@ -234,6 +235,8 @@ def mv_cmd(ctx: Ctx, src: str, dst: str, agent: str | None) -> None:
     """Move SRC to DST (refused if DST exists)."""
     # Through the write entrance (move_file): the person's own command, approved as "cli"
     # like every other fs write; two revisions in one transaction at the version read.
+    from memagent.vfs import approved_policy
+
     change = ctx.view(agent).move(src, dst, author="cli", policy=approved_policy("cli"))
     click.echo(f"moved {src} to {change.path} (version {change.version})")
 
