@@ -1,4 +1,4 @@
-"""Commands that work the way a person types them (issue 43: items 3, 4, 5, 8, 12 and part of 16).
+"""Commands that work the way a person types them (issue 43: items 3, 4, 5, 8, 12 and parts of 11 and 16).
 
 - The README's first command (``init`` then ``chat``) runs a second time: ``init`` on an
   existing agent says it changed nothing and exits 0, naming the next command.
@@ -54,6 +54,12 @@ def test_dash_lines_positional_versions_and_revert() -> None:
     assert out(run("fs", "cat", "/notes.md", "-a", "a")) == "- old line\n- keep\n"
     unsaid = run("fs", "revert", "/notes.md", "-a", "a")
     assert unsaid.returncode == 2 and "fs revert /notes.md N" in err(unsaid)
+
+    # A missing file names the commands that find one, not the model's tool names (item 11).
+    missing = run("fs", "cat", "/nope.md", "-a", "a")
+    assert missing.returncode == 1
+    assert err(missing) == ("memagent: no file at /nope.md; `memagent fs ls` or `memagent fs glob` finds the "
+                            "right path\n")
 
     assert run("fs", "write", "/one.md", "-a", "a", stdin="x\n").returncode == 0
     single = run("fs", "diff", "/one.md", "-a", "a")

@@ -142,6 +142,8 @@ CLI_WORDS: tuple[tuple[str, str], ...] = (
     ("use write_file to rewrite a file", "use `memagent fs write` to rewrite a file"),
     ("Read a hit with read_file", "Read a hit with `memagent fs cat PATH`"),
     ("read_file it first", "read it first (`memagent fs cat`)"),
+    ("use ls or glob to find the right path", "`memagent fs ls` or `memagent fs glob` finds the right path"),
+    ("use glob to find the right path", "`memagent fs glob` finds the right path"),
     ("output_mode", "--mode"),
     ("case_insensitive=true", "-i"),
 )
