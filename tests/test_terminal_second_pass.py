@@ -59,7 +59,8 @@ def test_help_shows_the_quick_start_line_by_line_within_80_columns() -> None:
     # Each example is a line of its own, as written (click did not re-wrap them).
     assert lines[start + 1].strip().startswith("memagent init myagent")
     assert lines[start + 2].strip().startswith("memagent chat myagent")
-    assert lines[start + 4].strip() == 'echo "Use bullet points." | memagent fs write /AGENTS.md'
+    # It appends (issue 43, item 12): the quick start no longer replaces AGENTS.md.
+    assert lines[start + 4].strip() == 'echo "- Use bullet points." | memagent fs write /AGENTS.md --append'
     assert max(len(line) for line in lines) <= 80, text
 
 

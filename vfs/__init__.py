@@ -21,11 +21,11 @@ A few names are renamed where the module's name carried the meaning
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memagent.vfs.db import connect, require_existing
 from memagent.vfs.files.store import SqlStore, Store, Validator
+from memagent.vfs.lazy import face
 
 if TYPE_CHECKING:
     from memagent.vfs.backends.postgres_roles import (
@@ -290,15 +290,7 @@ def open_store(url: str, *, validator: Validator | None = None, migrate: bool = 
 
 
 if not TYPE_CHECKING:
-    def __getattr__(name: str) -> Any:
-        """A public name, imported from its module on first use (then cached here)."""
-        try:
-            module, attr = _LAZY[name]
-        except KeyError:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
-        globals()[name] = value
-        return value
+    __getattr__ = face(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

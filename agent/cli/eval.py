@@ -207,8 +207,9 @@ def eval_cmd(targets: tuple[str, ...], model_name: str | None, base_url: str | N
     memagent eval --no-memory --out control.jsonl   the same with memory withheld
     memagent eval --longmemeval longmemeval_s.json --limit 20
     memagent eval --locomo locomo10.json --retrieval-only
-    memagent eval compare before.jsonl after.jsonl   (exit 1 when a scenario got worse;
-                                                      eval compare --help says more)
+    memagent eval compare before.jsonl after.jsonl
+                                           (exit 1 when a scenario got worse;
+                                           eval compare --help says more)
 
     Exit status: 0 every check passed, 1 a check failed, 2 usage or set-up error.
     """

@@ -342,7 +342,7 @@ def diff_cmd(ctx: Ctx, path: str, versions: tuple[int, ...], agent: str | None, 
     """Print a unified diff between two versions of PATH, as git does.
 
     \b
-    fs diff PATH          the last change (the version before the current one -> current)
+    fs diff PATH          the last change (the version before it -> current)
     fs diff PATH 2        version 2 -> current
     fs diff PATH 2 5      version 2 -> version 5 (same as --from 2 --to 5)
     """

@@ -15,8 +15,9 @@ is glob. The store's ``grep`` (``vfs/files/grepping.py``) runs them. Invariants:
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memagent.vfs.lazy import face
 
 if TYPE_CHECKING:
     from memagent.vfs.grep.engine import DEFAULT_LIMIT, plan, render, scan, scan_plain
@@ -47,15 +48,7 @@ _LAZY: dict[str, str] = {
 }
 
 if not TYPE_CHECKING:
-    def __getattr__(name: str) -> Any:
-        """A name of the face, imported from its module on first use (then cached here)."""
-        try:
-            module = _LAZY[name]
-        except KeyError:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value
-        return value
+    __getattr__ = face(__name__, _LAZY, globals())
 
 
 __all__ = ["DEFAULT_LIMIT", "Features", "MIN_RUN", "Needle", "candidates", "choose", "compile_glob", "detect",

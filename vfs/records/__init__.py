@@ -15,8 +15,9 @@ episodes.py (how a thread is rendered as one Markdown file) and conversation_fil
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memagent.vfs.lazy import face
 
 if TYPE_CHECKING:
     from memagent.vfs.records.episodes import built_in_message, render_message, typed_part
@@ -72,15 +73,7 @@ _LAZY: dict[str, str] = {
 }
 
 if not TYPE_CHECKING:
-    def __getattr__(name: str) -> Any:
-        """A name of the face, imported from its module on first use (then cached here)."""
-        try:
-            module = _LAZY[name]
-        except KeyError:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value
-        return value
+    __getattr__ = face(__name__, _LAZY, globals())
 
 
 __all__ = ["Action", "Busy", "FileTool", "INTEGRATION_PREFIX", "MCP_PREFIX", "Match", "NewProposal", "Proposal",

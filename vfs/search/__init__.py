@@ -9,8 +9,9 @@ quoted or passed as a value. Semantic and hybrid ranking are in ``vfs/embeddings
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memagent.vfs.lazy import face
 
 if TYPE_CHECKING:
     from memagent.vfs.search.lexical import MAX_K, FullTextRanker, Ranked, Ranker, searched, snippet, terms
@@ -28,15 +29,7 @@ _LAZY: dict[str, str] = {
 }
 
 if not TYPE_CHECKING:
-    def __getattr__(name: str) -> Any:
-        """A name of the face, imported from its module on first use (then cached here)."""
-        try:
-            module = _LAZY[name]
-        except KeyError:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value
-        return value
+    __getattr__ = face(__name__, _LAZY, globals())
 
 
 __all__ = ["FullTextRanker", "MAX_K", "Ranked", "Ranker", "searched", "snippet", "terms"]
